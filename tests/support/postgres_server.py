@@ -1,0 +1,335 @@
+"""A throwaway PostgreSQL server for tests, benchmarks and end-to-end runs.
+
+``PostgresServer`` runs ``initdb`` and ``pg_ctl`` in a temporary directory on
+a free loopback port, tuned for speed rather than durability (``fsync=off``).
+PostgreSQL refuses to run as root, so when this process is root the server
+runs as the ``postgres`` OS user (through ``runuser``) in a directory that
+user owns.
+
+    with PostgresServer() as server:
+        url = server.create_database("case_1")   # postgresql://postgres@127.0.0.1:PORT/case_1
+        ...
+
+Nothing here imports pytest: benchmarks and harnesses use it too. Every
+failure raises ``PostgresServerError`` carrying the tail of the server log.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["PostgresServer", "PostgresServerError", "find_server_binaries"]
+
+_SERVER_USER = "postgres"
+_SUPERUSER = "postgres"
+_START_ATTEMPTS = 3
+_LOG_TAIL_LINES = 40
+_DATABASE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+class PostgresServerError(RuntimeError):
+    """The throwaway PostgreSQL server could not be set up or driven."""
+
+
+def find_server_binaries() -> tuple[Path, Path]:
+    """Return ``(initdb, pg_ctl)``: from PATH, else the newest /usr/lib/postgresql/*/bin."""
+    initdb = shutil.which("initdb")
+    if initdb is not None:
+        bindir = Path(initdb).resolve().parent
+        if (bindir / "pg_ctl").exists():
+            return bindir / "initdb", bindir / "pg_ctl"
+        pg_ctl = shutil.which("pg_ctl")
+        if pg_ctl is not None:
+            return Path(initdb), Path(pg_ctl)
+
+    def version(bindir: str) -> tuple[int, ...]:
+        number = Path(bindir).parent.name
+        return tuple(int(part) for part in number.split(".") if part.isdigit())
+
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=version, reverse=True)
+    for bindir in candidates:
+        initdb_path, pg_ctl_path = Path(bindir) / "initdb", Path(bindir) / "pg_ctl"
+        if initdb_path.exists() and pg_ctl_path.exists():
+            return initdb_path, pg_ctl_path
+    raise PostgresServerError(
+        "PostgreSQL server binaries (initdb, pg_ctl) were not found on PATH or under "
+        "/usr/lib/postgresql/*/bin; install them (Debian: apt-get install -y postgresql)"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PostgresServer:
+    """A PostgreSQL server in a temporary directory, removed by :meth:`stop`.
+
+    :param dbname: database created at start; :attr:`url` points at it.
+    :param max_connections: server ``max_connections`` (at least 100).
+    :param base_dir: parent of the temporary directory (default: the system temp dir).
+    :param settings: extra ``-c name=value`` server settings.
+    """
+
+    def __init__(
+        self,
+        *,
+        dbname: str = "atomic_store",
+        max_connections: int = 200,
+        base_dir: str | os.PathLike[str] | None = None,
+        settings: dict[str, str] | None = None,
+    ) -> None:
+        if max_connections < 100:
+            raise ValueError("max_connections must be at least 100")
+        self.dbname = _checked_name(dbname)
+        self.max_connections = max_connections
+        self.settings = dict(settings or {})
+        self._base_dir = base_dir
+        self._initdb, self._pg_ctl = find_server_binaries()
+        self._as_server_user = os.geteuid() == 0
+        self.directory: Path | None = None
+        self.port: int | None = None
+        self._running = False
+
+    # -- public interface -------------------------------------------------------------------
+
+    @property
+    def data_dir(self) -> Path:
+        return self._require_directory() / "data"
+
+    @property
+    def log_path(self) -> Path:
+        return self._require_directory() / "server.log"
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def url(self) -> str:
+        """``postgresql://postgres@127.0.0.1:PORT/<dbname>``."""
+        return self.url_for(self.dbname)
+
+    def url_for(self, dbname: str) -> str:
+        if self.port is None:
+            raise PostgresServerError("the server has not been started")
+        return f"postgresql://{_SUPERUSER}@127.0.0.1:{self.port}/{_checked_name(dbname)}"
+
+    def start(self) -> PostgresServer:
+        """Create the cluster if needed, start it and create :attr:`dbname`; idempotent."""
+        if self._running:
+            return self
+        first_start = self.directory is None
+        if first_start:
+            self._init_cluster()
+        self._start_with_free_port()
+        if first_start:
+            self.create_database(self.dbname)
+        return self
+
+    def create_database(self, name: str, *, template: str | None = None) -> str:
+        """Create database ``name`` (optionally from ``template``) and return its URL."""
+        statement = f'CREATE DATABASE "{_checked_name(name)}"'
+        if template is not None:
+            statement += f' TEMPLATE "{_checked_name(template)}"'
+        self.execute(statement)
+        return self.url_for(name)
+
+    def drop_database(self, name: str) -> None:
+        """Drop ``name``, disconnecting any sessions still attached to it."""
+        self.execute(f'DROP DATABASE IF EXISTS "{_checked_name(name)}" WITH (FORCE)')
+
+    def execute(self, statement: str, *, dbname: str = "postgres") -> None:
+        """Run one statement in autocommit mode as the superuser."""
+        import psycopg
+
+        try:
+            with psycopg.connect(self.url_for(dbname), autocommit=True, connect_timeout=10) as conn:
+                conn.execute(statement.encode())
+        except psycopg.Error as exc:
+            raise self._error(f"{statement!r} failed: {exc}") from exc
+
+    def shutdown(self, mode: str = "fast") -> None:
+        """Stop the server but keep its data; :meth:`start` brings it back on the same port."""
+        if not self._running:
+            return
+        self._pg_ctl_run(["stop", "-D", str(self.data_dir), "-m", mode, "-w", "-t", "60"])
+        self._running = False
+
+    def restart(self, mode: str = "fast") -> None:
+        """Stop (``fast`` or ``immediate``) and start again on the same port; data is kept."""
+        self.shutdown(mode)
+        self._start_on_port()
+
+    def stop(self) -> None:
+        """Stop immediately and remove the temporary directory; safe to call twice."""
+        if self.directory is None:
+            return
+        try:
+            if self._running:
+                self._pg_ctl_run(
+                    ["stop", "-D", str(self.data_dir), "-m", "immediate", "-w", "-t", "60"],
+                    check=False,
+                )
+        finally:
+            self._running = False
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None
+            self.port = None
+
+    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except (OSError, PostgresServerError):
+            return "(no server log)"
+        return "\n".join(text.splitlines()[-lines:]) or "(server log is empty)"
+
+    def __enter__(self) -> PostgresServer:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self._running else "stopped"
+        return f"<PostgresServer {state} port={self.port} dir={self.directory}>"
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _require_directory(self) -> Path:
+        if self.directory is None:
+            raise PostgresServerError("the server has no directory (not started, or stopped)")
+        return self.directory
+
+    def _init_cluster(self) -> None:
+        directory = Path(tempfile.mkdtemp(prefix="atomic-pg-", dir=self._base_dir))
+        self.directory = directory
+        try:
+            if self._as_server_user:
+                shutil.chown(directory, user=_SERVER_USER, group=_SERVER_USER)
+            self._run(
+                [
+                    str(self._initdb),
+                    "-D",
+                    str(self.data_dir),
+                    "-A",
+                    "trust",
+                    "-U",
+                    _SUPERUSER,
+                    "-E",
+                    "UTF8",
+                    "--locale=C",
+                    "--no-sync",
+                ],
+                what="initdb",
+            )
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_with_free_port(self) -> None:
+        last_error: PostgresServerError | None = None
+        for _ in range(_START_ATTEMPTS):
+            self.port = _free_port()
+            try:
+                self._start_on_port()
+                return
+            except PostgresServerError as exc:  # most likely the port was taken meanwhile
+                last_error = exc
+        assert last_error is not None
+        raise last_error
+
+    def _start_on_port(self) -> None:
+        options = {
+            "port": str(self.port),
+            "listen_addresses": "127.0.0.1",
+            "unix_socket_directories": str(self._require_directory()),
+            "max_connections": str(self.max_connections),
+            "fsync": "off",
+            "synchronous_commit": "off",
+            "full_page_writes": "off",
+            **self.settings,
+        }
+        server_options = " ".join(f"-c {name}={value}" for name, value in options.items())
+        self._pg_ctl_run(
+            [
+                "start",
+                "-D",
+                str(self.data_dir),
+                "-l",
+                str(self.log_path),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                server_options,
+            ]
+        )
+        self._running = True
+        self._wait_until_accepting()
+
+    def _wait_until_accepting(self, timeout: float = 30.0) -> None:
+        import psycopg
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with psycopg.connect(self.url_for("postgres"), connect_timeout=5) as conn:
+                    conn.execute("SELECT 1")
+                return
+            except psycopg.OperationalError as exc:
+                if time.monotonic() > deadline:
+                    raise self._error(f"server did not accept connections: {exc}") from exc
+                time.sleep(0.05)
+
+    def _pg_ctl_run(self, args: Sequence[str], *, check: bool = True) -> None:
+        self._run([str(self._pg_ctl), *args], what=f"pg_ctl {args[0]}", check=check)
+
+    def _run(self, command: list[str], *, what: str, check: bool = True) -> None:
+        if self._as_server_user:
+            command = ["runuser", "-u", _SERVER_USER, "--", *command]
+        env = {**os.environ, "LC_ALL": "C", "LANG": "C"}
+        try:
+            completed = subprocess.run(
+                command,
+                cwd=self._require_directory(),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise self._error(f"{what} could not run: {exc}") from exc
+        if check and completed.returncode != 0:
+            output = (completed.stdout + completed.stderr).strip()
+            raise self._error(f"{what} exited with {completed.returncode}:\n{output}")
+
+    def _error(self, message: str) -> PostgresServerError:
+        return PostgresServerError(f"{message}\n--- server log (tail) ---\n{self.log_tail()}")
+
+
+def _checked_name(name: str) -> str:
+    if not _DATABASE_NAME.match(name):
+        raise ValueError(f"database name {name!r} must match {_DATABASE_NAME.pattern}")
+    return name
