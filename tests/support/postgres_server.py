@@ -35,6 +35,7 @@ _SUPERUSER = "postgres"
 _START_ATTEMPTS = 3
 _LOG_TAIL_LINES = 40
 _DATABASE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_ICU_LOCALE = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 
 
 class PostgresServerError(RuntimeError):
@@ -138,9 +139,22 @@ class PostgresServer:
             self.create_database(self.dbname)
         return self
 
-    def create_database(self, name: str, *, template: str | None = None) -> str:
-        """Create database ``name`` (optionally from ``template``) and return its URL."""
+    def create_database(
+        self, name: str, *, template: str | None = None, icu_locale: str | None = None
+    ) -> str:
+        """Create database ``name`` and return its URL.
+
+        :param template: copy this database instead of ``template1``.
+        :param icu_locale: give the database a linguistic ICU default collation
+            (e.g. ``"en-US"``, where ``'a' < 'B'``), as production servers often have,
+            instead of the cluster's byte-order ``C`` collation.
+        """
         statement = f'CREATE DATABASE "{_checked_name(name)}"'
+        if icu_locale is not None:
+            if not _ICU_LOCALE.match(icu_locale):
+                raise ValueError(f"ICU locale {icu_locale!r} must match {_ICU_LOCALE.pattern}")
+            statement += f" LOCALE_PROVIDER icu ICU_LOCALE '{icu_locale}' LOCALE 'C.UTF-8'"
+            template = template or "template0"
         if template is not None:
             statement += f' TEMPLATE "{_checked_name(template)}"'
         self.execute(statement)

@@ -1,0 +1,79 @@
+"""Fixtures shared by every test tier.
+
+``backend``       ``"sqlite"`` or ``"postgres"`` (ids exactly those; postgres cases carry
+                  the ``postgres`` marker). Session-scoped, so pytest runs all SQLite cases
+                  first and then all PostgreSQL cases.
+``postgres_server`` the session's throwaway PostgreSQL server (tests/support/postgres_server.py),
+                  started on first use and removed at the end. If it cannot start, every
+                  PostgreSQL test fails with the server log: PostgreSQL is never skipped.
+``store_url``     a fresh, empty store for one test: ``sqlite:///<tmp_path>/store.db``, or a
+                  new PostgreSQL database ``test_<n>`` (dropped at teardown).
+``store``         ``AtomicStore(store_url)``, closed at teardown.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.support.postgres_server import PostgresServer, PostgresServerError
+
+if TYPE_CHECKING:
+    from airflow_atomic_store import AtomicStore
+
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+
+_database_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    server = PostgresServer(dbname="atomic_store")
+    try:
+        server.start()
+    except PostgresServerError as exc:
+        server.stop()
+        where = "under CI" if os.environ.get("CI") else "locally"
+        pytest.fail(
+            f"PostgreSQL could not be started {where}; PostgreSQL tests are never skipped.\n{exc}",
+            pytrace=False,
+        )
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def store_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+        return
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    name = f"test_{os.getpid()}_{next(_database_numbers)}"
+    url = server.create_database(name)
+    try:
+        yield url
+    finally:
+        server.drop_database(name)
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[AtomicStore]:
+    from airflow_atomic_store import AtomicStore
+
+    with AtomicStore(store_url) as opened:
+        yield opened
