@@ -1,0 +1,57 @@
+"""Atomic update, claim and upsert for Airflow DAGs that share rows.
+
+The store layer (``AtomicStore``) imports no Airflow, so producers and tests
+outside Airflow can use it; the hook and operators load lazily on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from airflow_atomic_store.exceptions import (
+    AtomicStoreError,
+    ConnectionConfigError,
+    MutationError,
+    SpecError,
+    StoreUnavailableError,
+)
+from airflow_atomic_store.store import AtomicStore
+
+if TYPE_CHECKING:
+    from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
+    from airflow_atomic_store.operators.atomic import (
+        AtomicClaimOperator,
+        AtomicUpdateOperator,
+        AtomicUpsertOperator,
+    )
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AtomicClaimOperator",
+    "AtomicStore",
+    "AtomicStoreError",
+    "AtomicStoreHook",
+    "AtomicUpdateOperator",
+    "AtomicUpsertOperator",
+    "ConnectionConfigError",
+    "MutationError",
+    "SpecError",
+    "StoreUnavailableError",
+]
+
+_LAZY = {
+    "AtomicStoreHook": "airflow_atomic_store.hooks.atomic_store",
+    "AtomicUpdateOperator": "airflow_atomic_store.operators.atomic",
+    "AtomicClaimOperator": "airflow_atomic_store.operators.atomic",
+    "AtomicUpsertOperator": "airflow_atomic_store.operators.atomic",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module_name), name)

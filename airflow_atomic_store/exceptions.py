@@ -1,0 +1,50 @@
+"""Errors raised by airflow-atomic-store.
+
+    AtomicStoreError                 every error this package raises
+    ├── SpecError                    a where/set/path/operator/limit/order is invalid;
+    │                                raised before any I/O, retrying cannot fix it
+    ├── MutationError                a mutation cannot apply to the stored value;
+    │                                nothing was written, retrying cannot fix it
+    ├── ConnectionConfigError        the Airflow connection is missing or unusable
+    └── StoreUnavailableError        the database could not be reached or the
+                                     statement failed for a transient reason;
+                                     Airflow's retries are the right answer
+
+An empty result (``updated: false``, ``claimed: []``, ``inserted: false``) is
+never an error: primitives report it in their return value.
+"""
+
+from __future__ import annotations
+
+
+class AtomicStoreError(Exception):
+    """The atomic store failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class SpecError(AtomicStoreError, ValueError):
+    """The spec is invalid."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}")
+
+
+class MutationError(AtomicStoreError):
+    """A mutation cannot apply to the stored value; nothing was written."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}")
+
+
+class ConnectionConfigError(AtomicStoreError):
+    """The store's connection is missing or misconfigured."""
+
+
+class StoreUnavailableError(AtomicStoreError):
+    """The database could not complete the statement; a retry may succeed."""

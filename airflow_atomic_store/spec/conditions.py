@@ -1,0 +1,91 @@
+"""``where`` conditions and ``match``: parsing and the reference evaluator."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from airflow_atomic_store.exceptions import SpecError
+from airflow_atomic_store.spec.operators import OPERATORS, Operator, lookup
+from airflow_atomic_store.spec.paths import FieldPath, parse_path, resolve
+from airflow_atomic_store.spec.values import check_json
+
+Match = Literal["all", "any"]
+MATCH_MODES: tuple[Match, ...] = ("all", "any")
+
+_CONDITION_KEYS = {"field", "operator", "op", "value"}
+
+
+@dataclass(frozen=True)
+class Condition:
+    path: FieldPath
+    operator: Operator
+    value: Any = None
+
+    def holds(self, value: Mapping[str, Any]) -> bool:
+        return self.operator.holds(resolve(value, self.path), self.value)
+
+
+def parse_match(match: Any, *, field: str = "match") -> Match:
+    if isinstance(match, str) and match.lower() in MATCH_MODES:
+        return match.lower()  # type: ignore[return-value]
+    raise SpecError(field, f"must be one of 'all' or 'any', got {match!r}")
+
+
+def parse_where(where: Any, *, field: str = "where") -> tuple[Condition, ...]:
+    """Parse a list of ``{field, operator, value}`` conditions.
+
+    ``None`` or an empty list means "every row". A single mapping is accepted
+    as a one-condition list because that is what a hand-written spec for one
+    guard usually looks like.
+    """
+    if where is None:
+        return ()
+    if isinstance(where, Mapping):
+        where = [where]
+    if isinstance(where, (str, bytes)) or not isinstance(where, Iterable):
+        raise SpecError(field, f"must be a list of conditions, got {type(where).__name__}")
+    return tuple(_parse_condition(item, f"{field}[{i}]") for i, item in enumerate(where))
+
+
+def _parse_condition(item: Any, field: str) -> Condition:
+    if not isinstance(item, Mapping):
+        raise SpecError(field, f"a condition must be an object, got {type(item).__name__}")
+    unknown = set(item) - _CONDITION_KEYS
+    if unknown:
+        raise SpecError(
+            field, f"unknown keys {sorted(map(str, unknown))}; use field, operator, value"
+        )
+    if "field" not in item:
+        raise SpecError(field, "a condition needs a 'field'")
+    path = parse_path(item["field"], field=f"{field}.field")
+    name = item.get("operator", item.get("op"))
+    if name is None:
+        raise SpecError(f"{field}.operator", "a condition needs an 'operator'")
+    operator = lookup(name)
+    if operator is None:
+        raise SpecError(
+            f"{field}.operator", f"unknown operator {name!r}; valid: {', '.join(OPERATORS)}"
+        )
+    if not operator.takes_value:
+        return Condition(path, operator, None)
+    if "value" not in item:
+        raise SpecError(f"{field}.value", f"operator {operator.name!r} needs a 'value'")
+    value = check_json(item["value"], f"{field}.value")
+    problem = operator.check_value(value)
+    if problem:
+        raise SpecError(f"{field}.value", f"operator {operator.name!r} {problem}, got {value!r}")
+    return Condition(path, operator, value)
+
+
+def evaluate(where: Iterable[Condition], match: str, value: Mapping[str, Any]) -> bool:
+    """The reference meaning of a guard: does ``value`` satisfy ``where``?
+
+    An empty ``where`` matches every row whatever ``match`` says.
+    """
+    conditions = tuple(where)
+    if not conditions:
+        return True
+    results = (condition.holds(value) for condition in conditions)
+    return all(results) if parse_match(match) == "all" else any(results)

@@ -1,0 +1,93 @@
+"""Order-by, direction, limit and return-field options."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from airflow_atomic_store.exceptions import SpecError
+
+OrderColumn = Literal["created_at", "record_timestamp"]
+Direction = Literal["asc", "desc"]
+
+#: Spec names of the orderable columns and the physical column behind each.
+ORDER_COLUMNS: Final[dict[str, OrderColumn]] = {
+    "createdAt": "created_at",
+    "recordTimestamp": "record_timestamp",
+}
+_ORDER_ALIASES: Final = {"created_at": "createdAt", "record_timestamp": "recordTimestamp"}
+
+CLAIM_LIMIT: Final = (1, 1000)
+QUERY_LIMIT: Final = (1, 10_000)
+
+
+@dataclass(frozen=True)
+class Ordering:
+    column: OrderColumn
+    direction: Direction
+
+
+def parse_ordering(order_by: Any, direction: Any) -> Ordering:
+    name = _ORDER_ALIASES.get(order_by, order_by) if isinstance(order_by, str) else order_by
+    if name not in ORDER_COLUMNS:
+        raise SpecError(
+            "order_by",
+            f"must be one of {', '.join(ORDER_COLUMNS)}, got {order_by!r} "
+            "(ordering by a stored value field is not supported)",
+        )
+    if not isinstance(direction, str) or direction.lower() not in ("asc", "desc"):
+        raise SpecError("direction", f"must be 'asc' or 'desc', got {direction!r}")
+    return Ordering(ORDER_COLUMNS[name], direction.lower())  # type: ignore[arg-type]
+
+
+def parse_limit(limit: Any, bounds: tuple[int, int] = CLAIM_LIMIT) -> int:
+    low, high = bounds
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise SpecError("limit", f"must be an integer from {low} to {high}, got {limit!r}")
+    if not low <= limit <= high:
+        raise SpecError("limit", f"must be from {low} to {high}, got {limit}")
+    return limit
+
+
+def parse_return_fields(fields: Any) -> tuple[str, ...] | None:
+    """``None`` keeps the whole value; a list keeps only those top-level fields."""
+    if fields is None:
+        return None
+    if isinstance(fields, str):
+        fields = [fields]
+    if not isinstance(fields, Iterable):
+        raise SpecError("return_fields", f"must be a list of field names, got {fields!r}")
+    names = tuple(fields)
+    for name in names:
+        if not isinstance(name, str) or not name or "\x00" in name:
+            raise SpecError(
+                "return_fields", f"each entry must be a non-empty field name, got {name!r}"
+            )
+    return names
+
+
+def project(value: dict[str, Any] | None, fields: tuple[str, ...] | None) -> dict[str, Any] | None:
+    """Keep only ``fields`` of ``value`` (all of it when ``fields`` is None)."""
+    if value is None or fields is None:
+        return value
+    return {name: value[name] for name in fields if name in value}
+
+
+def parse_table(table: Any) -> str:
+    if not isinstance(table, str) or not table:
+        raise SpecError("table", f"must be a non-empty string, got {table!r}")
+    if "\x00" in table:
+        raise SpecError("table", "must not contain the NUL character")
+    return table
+
+
+def parse_key(key: Any) -> str:
+    if isinstance(key, bool) or not isinstance(key, (str, int)):
+        raise SpecError("key", f"must be a string, got {type(key).__name__}")
+    key = str(key)
+    if not key:
+        raise SpecError("key", "must not be empty")
+    if "\x00" in key:
+        raise SpecError("key", "must not contain the NUL character")
+    return key

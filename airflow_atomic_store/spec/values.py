@@ -1,0 +1,85 @@
+"""JSON value rules shared by the evaluator and the backends.
+
+Both SQL backends and the reference evaluator must agree on what a value is,
+so the rules live here once: which Python values are JSON, how numbers
+compare (``1 == 1.0``, but a boolean is never a number), and what deep
+equality means.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from airflow_atomic_store.exceptions import SpecError
+
+#: Integers outside int64 cannot be stored exactly by SQLite's JSON functions.
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def json_equal(left: Any, right: Any) -> bool:
+    """Deep JSON equality: numbers by value, booleans never equal numbers."""
+    if is_number(left) and is_number(right):
+        return bool(left == right)
+    if isinstance(left, bool) or isinstance(right, bool):
+        return isinstance(left, bool) and isinstance(right, bool) and left is right
+    if left is None or right is None:
+        return left is None and right is None
+    if isinstance(left, str) or isinstance(right, str):
+        return isinstance(left, str) and isinstance(right, str) and left == right
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(map(json_equal, left, right))
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(json_equal(left[k], right[k]) for k in left)
+    return False
+
+
+def check_json(value: Any, field: str) -> Any:
+    """Validate ``value`` as storable JSON and return it with tuples as lists.
+
+    Rejected before any I/O: non-finite floats, integers outside int64, NUL
+    characters (PostgreSQL cannot store them) and non-JSON types.
+    """
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if not INT_MIN <= value <= INT_MAX:
+            raise SpecError(field, f"integer {value} is outside the 64-bit range")
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise SpecError(field, f"{value!r} is not a finite number")
+        return value
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise SpecError(field, "strings must not contain the NUL character")
+        return value
+    if isinstance(value, (list, tuple)):
+        return [check_json(item, f"{field}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        checked = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise SpecError(field, f"object keys must be strings, got {key!r}")
+            if "\x00" in key:
+                raise SpecError(field, "object keys must not contain the NUL character")
+            checked[key] = check_json(item, f"{field}.{key}")
+        return checked
+    raise SpecError(field, f"{type(value).__name__} is not a JSON value")
+
+
+def check_object(value: Any, field: str) -> dict[str, Any]:
+    """A stored row value must be a JSON object."""
+    if not isinstance(value, dict):
+        raise SpecError(field, f"must be a JSON object, got {type(value).__name__}")
+    return check_json(value, field)
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text, non-ASCII kept as is so SQLite paths can name keys."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)

@@ -1,0 +1,280 @@
+"""``AtomicStore``: parse and validate, run one atomic statement, shape the result.
+
+Every argument is parsed by the spec layer before the backend is touched,
+so a bad spec raises :class:`SpecError` before any I/O (the connection is
+opened lazily on the first valid call).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any
+
+from airflow_atomic_store import timestamps
+from airflow_atomic_store.exceptions import SpecError
+from airflow_atomic_store.spec import (
+    CLAIM_LIMIT,
+    QUERY_LIMIT,
+    Mutation,
+    check_object,
+    parse_key,
+    parse_limit,
+    parse_match,
+    parse_mutations,
+    parse_ordering,
+    parse_return_fields,
+    parse_table,
+    parse_where,
+    project,
+)
+from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE, Backend
+
+_BACKENDS: dict[str, Callable[..., Backend]] = {}
+
+
+def _sqlite(url: str, **options: Any) -> Backend:
+    from airflow_atomic_store.store.dialects.sqlite import SqliteBackend, path_from_url
+
+    options.pop("lock_timeout", None)
+    options.pop("statement_timeout", None)
+    return SqliteBackend(path_from_url(url), **options)
+
+
+def _postgres(url: str, **options: Any) -> Backend:
+    import psycopg
+
+    from airflow_atomic_store.store.dialects.postgres import PostgresBackend
+
+    options.pop("busy_timeout", None)
+    dsn = "postgresql://" + url.split("://", 1)[1]
+    return PostgresBackend(lambda: psycopg.connect(dsn), **options)
+
+
+_BACKENDS.update({"sqlite": _sqlite, "postgresql": _postgres, "postgres": _postgres})
+
+
+def default_claim_mutations(execution_id: str) -> tuple[Mutation, ...]:
+    """status → in_flight, claimedAt → now, claimedBy → the execution id."""
+    return parse_mutations(
+        [
+            {"field": "status", "operation": "set", "value": "in_flight"},
+            {"field": "claimedAt", "operation": "set", "value": timestamps.now()},
+            {"field": "claimedBy", "operation": "set", "value": execution_id},
+        ]
+    )
+
+
+class AtomicStore:
+    """Three atomic primitives plus plain get/put/delete/query over one table.
+
+    :param url: ``sqlite:////abs/path.db`` (embedded, one machine) or
+        ``postgresql://user:pass@host:port/db`` (production, many workers).
+    :param storage_table: the physical table holding every logical table.
+    :param lock_timeout: PostgreSQL only: seconds a statement may wait for a
+        row lock before failing with a retryable error (default: wait).
+    :param statement_timeout: PostgreSQL only: seconds before a statement is
+        cancelled with a retryable error (default: no limit).
+    :param busy_timeout: SQLite only: seconds a writer waits for the lock.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        storage_table: str = DEFAULT_STORAGE_TABLE,
+        lock_timeout: float | None = None,
+        statement_timeout: float | None = None,
+        busy_timeout: float | None = None,
+    ) -> None:
+        scheme = url.split("://", 1)[0].split("+", 1)[0] if "://" in url else ""
+        factory = _BACKENDS.get(scheme)
+        if factory is None:
+            raise SpecError(
+                "url", f"unsupported store URL {_redact(url)!r}; use sqlite:///… or postgresql://…"
+            )
+        options: dict[str, Any] = {
+            "storage_table": storage_table,
+            "lock_timeout": lock_timeout,
+            "statement_timeout": statement_timeout,
+        }
+        if busy_timeout is not None:
+            options["busy_timeout"] = busy_timeout
+        self._backend = factory(url, **options)
+
+    @classmethod
+    def from_backend(cls, backend: Backend) -> AtomicStore:
+        store = cls.__new__(cls)
+        store._backend = backend
+        return store
+
+    @classmethod
+    def from_connection_factory(
+        cls,
+        dialect: str,
+        connect: Callable[[], Any],
+        *,
+        storage_table: str = DEFAULT_STORAGE_TABLE,
+        lock_timeout: float | None = None,
+        statement_timeout: float | None = None,
+    ) -> AtomicStore:
+        """A PostgreSQL store whose connections come from ``connect()``.
+
+        This is how the Airflow hook reuses the Postgres provider's connection
+        handling (SSL and other extras) instead of re-parsing connection URLs.
+        """
+        if dialect not in ("postgresql", "postgres"):
+            raise SpecError("dialect", f"connection factories are for PostgreSQL, got {dialect!r}")
+        from airflow_atomic_store.store.dialects.postgres import PostgresBackend
+
+        return cls.from_backend(
+            PostgresBackend(
+                connect,
+                storage_table=storage_table,
+                lock_timeout=lock_timeout,
+                statement_timeout=statement_timeout,
+            )
+        )
+
+    # -- plain verbs ---------------------------------------------------------
+
+    def put(self, table: str, key: str, value: dict[str, Any]) -> None:
+        """Create or replace a row; a replaced row keeps its place in FIFO order."""
+        self._backend.put(parse_table(table), parse_key(key), check_object(value, "value"))
+
+    def get(self, table: str, key: str) -> dict[str, Any] | None:
+        return self._backend.get(parse_table(table), parse_key(key))
+
+    def delete(self, table: str, key: str) -> bool:
+        return self._backend.delete(parse_table(table), parse_key(key))
+
+    def query(
+        self,
+        table: str,
+        where: Any = None,
+        match: str = "all",
+        order_by: str = "createdAt",
+        direction: str = "asc",
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
+        rows = self._backend.query(
+            parse_table(table),
+            parse_where(where),
+            parse_match(match),
+            parse_ordering(order_by, direction),
+            parse_limit(limit, QUERY_LIMIT),
+        )
+        return [{"key": key, "value": value} for key, value in rows]
+
+    # -- atomic primitives ---------------------------------------------------
+
+    def atomic_update(
+        self,
+        table: str,
+        key: str,
+        *,
+        where: Any = None,
+        match: str = "all",
+        mutations: Any,
+        return_fields: Sequence[str] | None = None,
+    ) -> dict[str, Any]:
+        """Compare-and-set one row: apply ``mutations`` only if ``where`` holds.
+
+        Never creates the row. A missing row or a failed guard gives
+        ``updated: False, value: None``.
+        """
+        table, key = parse_table(table), parse_key(key)
+        conditions, mode = parse_where(where), parse_match(match)
+        parsed = _required_mutations(mutations, "mutations")
+        fields = parse_return_fields(return_fields)
+        value = self._backend.update(table, key, conditions, mode, parsed)
+        return {"updated": value is not None, "value": project(value, fields), "key": key}
+
+    def atomic_claim(
+        self,
+        table: str,
+        *,
+        where: Any = None,
+        match: str = "all",
+        mutations: Any = None,
+        order_by: str = "createdAt",
+        direction: str = "asc",
+        limit: int = 10,
+        return_fields: Sequence[str] | None = None,
+        execution_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Claim up to ``limit`` rows matching ``where``, marking them in the same step.
+
+        Two concurrent claims never return the same row. With ``mutations``
+        None the rows get ``status: in_flight``, ``claimedAt: now`` and
+        ``claimedBy: execution_id`` (a fresh unique id when none is given).
+        """
+        table = parse_table(table)
+        conditions, mode = parse_where(where), parse_match(match)
+        ordering = parse_ordering(order_by, direction)
+        count = parse_limit(limit, CLAIM_LIMIT)
+        fields = parse_return_fields(return_fields)
+        if mutations is None:
+            if execution_id is not None and (not isinstance(execution_id, str) or not execution_id):
+                raise SpecError("execution_id", f"must be a non-empty string, got {execution_id!r}")
+            parsed = default_claim_mutations(execution_id or f"claim-{uuid.uuid4()}")
+        else:
+            parsed = _required_mutations(mutations, "mutations")
+        rows = self._backend.claim(table, conditions, mode, ordering, count, parsed)
+        claimed = [{"key": key, "value": project(value, fields)} for key, value in rows]
+        return {"claimed": claimed, "count": len(claimed)}
+
+    def atomic_upsert(
+        self,
+        table: str,
+        key: str,
+        *,
+        insert_value: dict[str, Any],
+        mutations: Any = (),
+        return_fields: Sequence[str] | None = None,
+    ) -> dict[str, Any]:
+        """Insert ``insert_value`` if the row is absent, else apply ``mutations``.
+
+        No mutations is seed-if-missing: the existing row is left alone and
+        returned. ``inserted`` tells which branch fired.
+        """
+        table, key = parse_table(table), parse_key(key)
+        value = check_object(insert_value, "insert_value")
+        parsed = parse_mutations(mutations)
+        fields = parse_return_fields(return_fields)
+        inserted, result = self._backend.upsert(table, key, value, parsed)
+        return {"inserted": inserted, "value": project(result, fields), "key": key}
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def close(self) -> None:
+        self._backend.close()
+
+    def __enter__(self) -> AtomicStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _required_mutations(mutations: Any, field: str) -> tuple[Mutation, ...]:
+    parsed = parse_mutations(mutations, field=field)
+    if not parsed:
+        raise SpecError(field, "at least one mutation is required")
+    return parsed
+
+
+def _redact(url: str) -> str:
+    """Hide a password in URLs shown in error messages."""
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    credentials, host = rest.rsplit("@", 1)
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in credentials else url

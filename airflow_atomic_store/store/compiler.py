@@ -1,0 +1,135 @@
+"""One compiler for ``where`` clauses; dialects supply the SQL per operator.
+
+The compiler walks the parsed spec once and produces a :class:`Fragment`:
+SQL text with the dialect's placeholders plus one parameter maker per
+placeholder. Fragments depend only on the spec's *shape* (paths, operators,
+value kinds, match mode), never on its values, so they are cached and a hot
+loop binds new values into an already-built statement.
+
+Paths enter the text as literals quoted by the driver (see each dialect), so
+PostgreSQL can match an expression index such as ``(value -> 'status')``.
+Values are always bound parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Protocol
+
+from airflow_atomic_store.spec import Condition
+from airflow_atomic_store.spec.paths import Segment
+from airflow_atomic_store.spec.values import is_number
+
+ParamMaker = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """SQL text and, per placeholder, how to turn the condition value into a parameter."""
+
+    sql: str
+    params: tuple[ParamMaker, ...] = ()
+
+
+OperatorSQL = Callable[["PathSQL", str], Fragment]
+"""``(path expressions, value kind) -> Fragment`` for one positive operator."""
+
+
+@dataclass(frozen=True)
+class PathSQL:
+    """The SQL expressions a dialect derives from one validated path."""
+
+    json: str  # the JSON value at the path (SQL NULL when missing)
+    text: str  # the same value as SQL text when it is a JSON string
+    type: str  # the JSON type name of the value at the path (SQL NULL when missing)
+    literal: str  # the path as the dialect's quoted literal(s)
+
+
+class WhereDialect(Protocol):
+    operators: dict[str, OperatorSQL]
+
+    def path_sql(self, segments: tuple[Segment, ...]) -> PathSQL: ...
+
+    def negate(self, sql: str) -> str: ...
+
+    match_all: str
+    match_any: str
+    always_true: str
+
+
+def value_kind(value: Any) -> str:
+    """The JSON kind of a condition value: part of the statement's shape."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if is_number(value):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+ConditionShape = tuple[tuple[Segment, ...], str, bool, str]
+
+
+def condition_shape(condition: Condition) -> ConditionShape:
+    op = condition.operator
+    return (
+        condition.path.segments,
+        op.positive,
+        op.negates is not None,
+        value_kind(condition.value),
+    )
+
+
+def where_shape(
+    conditions: Sequence[Condition], match: str
+) -> tuple[tuple[ConditionShape, ...], str]:
+    return tuple(condition_shape(c) for c in conditions), match
+
+
+@dataclass(frozen=True)
+class CompiledWhere:
+    """A compiled ``where``: SQL text and, per condition, its parameter makers."""
+
+    sql: str
+    params: tuple[tuple[ParamMaker, ...], ...]
+
+    def bind(self, conditions: Sequence[Condition]) -> list[Any]:
+        return [
+            make(condition.value)
+            for condition, makers in zip(conditions, self.params, strict=True)
+            for make in makers
+        ]
+
+
+class WhereCompiler:
+    """Compiles ``where`` specs for one dialect, caching by shape."""
+
+    def __init__(self, dialect: WhereDialect) -> None:
+        self._dialect = dialect
+        self.compile_shape = lru_cache(maxsize=1024)(self._compile_shape)
+
+    def compile(self, conditions: Sequence[Condition], match: str) -> tuple[str, list[Any]]:
+        """SQL for the conditions and the bound parameters for their values."""
+        compiled = self.compile_shape(where_shape(conditions, match))
+        return compiled.sql, compiled.bind(conditions)
+
+    def _compile_shape(self, shape: tuple[tuple[ConditionShape, ...], str]) -> CompiledWhere:
+        conditions, match = shape
+        dialect = self._dialect
+        if not conditions:
+            return CompiledWhere(dialect.always_true, ())
+        parts: list[str] = []
+        params: list[tuple[ParamMaker, ...]] = []
+        for segments, positive, negated, kind in conditions:
+            fragment = dialect.operators[positive](dialect.path_sql(segments), kind)
+            parts.append(dialect.negate(fragment.sql) if negated else fragment.sql)
+            params.append(fragment.params)
+        joiner = dialect.match_all if match == "all" else dialect.match_any
+        return CompiledWhere("(" + joiner.join(parts) + ")", tuple(params))

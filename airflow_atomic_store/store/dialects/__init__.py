@@ -1,0 +1,1 @@
+"""SQL dialects: everything that differs between PostgreSQL and SQLite lives here."""

@@ -1,0 +1,268 @@
+"""The PostgreSQL backend: every primitive is one statement in autocommit.
+
+Update is ``UPDATE … WHERE guard RETURNING``: PostgreSQL re-checks the guard
+against the newest row version when it had to wait for a concurrent writer,
+so a guard can never pass on a stale read. Claim selects its batch in a
+materialised CTE with ``FOR UPDATE SKIP LOCKED`` (losers step past rows
+another claimer holds) and marks them in the same statement. Upsert is
+``INSERT … ON CONFLICT DO UPDATE``; ``xmax = 0`` on the returned row tells an
+insert from an update.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from airflow_atomic_store.exceptions import (
+    AtomicStoreError,
+    MutationError,
+    StoreUnavailableError,
+)
+from airflow_atomic_store.spec import Condition, Mutation, Ordering
+from airflow_atomic_store.store.backend import Row, check_storage_table
+from airflow_atomic_store.store.compiler import WhereCompiler
+from airflow_atomic_store.store.dialects import postgres_schema as schema
+from airflow_atomic_store.store.dialects.postgres_where import PostgresWhere
+
+Connect = Callable[[], psycopg.Connection[Any]]
+
+#: SQLSTATE classes that mean "try again later": connection trouble,
+#: lock/statement timeouts, serialisation failures, server shutdown.
+_TRANSIENT_PREFIXES = ("08", "40", "53", "55P03", "57")
+
+
+def _order_sql(ordering: Ordering) -> str:
+    direction = ordering.direction.upper()
+    return f"r.{ordering.column} {direction}, r.key {direction}"
+
+
+class PostgresBackend:
+    """Runs each primitive as one statement on a single lazily-opened connection."""
+
+    def __init__(
+        self,
+        connect: Connect,
+        *,
+        storage_table: str,
+        lock_timeout: float | None = None,
+        statement_timeout: float | None = None,
+    ) -> None:
+        self._connect = connect
+        self._table_name = check_storage_table(storage_table)
+        self._table = sql.Identifier(self._table_name).as_string(None)
+        self._settings = {
+            "lock_timeout": lock_timeout,
+            "statement_timeout": statement_timeout,
+        }
+        self._connection: psycopg.Connection[Any] | None = None
+        self._lock = threading.RLock()
+        self._where = WhereCompiler(PostgresWhere())
+        self._statement = lru_cache(maxsize=512)(self._build_statement)
+
+    # -- connection ---------------------------------------------------------
+
+    def _open(self) -> psycopg.Connection[Any]:
+        connection = self._connect()
+        connection.autocommit = True
+        for name, seconds in self._settings.items():
+            if seconds is not None:
+                connection.execute(
+                    sql.SQL("SELECT set_config({}, {}, false)").format(
+                        sql.Literal(name), sql.Literal(f"{int(seconds * 1000)}ms")
+                    )
+                )
+        self._ensure_schema(connection)
+        return connection
+
+    def _ensure_schema(self, connection: psycopg.Connection[Any]) -> None:
+        row = connection.execute(schema.SCHEMA_PROBE, (self._table_name,)).fetchone()
+        if row and row[0]:
+            return
+        ddl = schema.TABLE_DDL.format(
+            table=self._table,
+            created_index=sql.Identifier(f"{self._table_name}_created_idx").as_string(None),
+            record_index=sql.Identifier(f"{self._table_name}_record_idx").as_string(None),
+        )
+        with connection.transaction():
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (schema.SCHEMA_LOCK_ID,))
+            connection.execute(ddl.encode())
+            connection.execute(schema.FUNCTIONS_DDL.encode())
+
+    @contextmanager
+    def _cursor(self) -> Iterator[psycopg.Cursor[Any]]:
+        """A cursor on the live connection, with driver errors translated once, here."""
+        with self._lock:
+            try:
+                if self._connection is None or self._connection.closed:
+                    self._connection = self._open()
+                with self._connection.cursor() as cursor:
+                    yield cursor
+            except psycopg.Error as exc:
+                raise self._translate(exc) from exc
+
+    def _translate(self, exc: psycopg.Error) -> AtomicStoreError:
+        state = getattr(exc, "sqlstate", None) or ""
+        if state == schema.MUTATION_ERROR_SQLSTATE:
+            diag = exc.diag
+            return MutationError(diag.message_detail or "mutations", diag.message_primary or "")
+        if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)) or state.startswith(
+            _TRANSIENT_PREFIXES
+        ):
+            self._discard_broken_connection()
+            return StoreUnavailableError(f"PostgreSQL store unavailable: {exc}".strip())
+        return AtomicStoreError(f"PostgreSQL store error: {exc}".strip())
+
+    def _discard_broken_connection(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None and connection.broken:
+            connection.close()
+        elif connection is not None:
+            self._connection = connection
+
+    def close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+    # -- statements ---------------------------------------------------------
+
+    def _build_statement(
+        self, kind: str, where_sql: str = "", ordering: Ordering | None = None
+    ) -> bytes:
+        return (
+            _STATEMENTS[kind]
+            .format(
+                table=self._table,
+                where=where_sql,
+                order=_order_sql(ordering) if ordering else "",
+                order_column=ordering.column if ordering else "",
+                apply=schema.APPLY_FUNCTION,
+            )
+            .encode()
+        )
+
+    def _compile(
+        self, kind: str, where: Sequence[Condition], match: str, ordering: Ordering | None = None
+    ) -> tuple[bytes, list[Any]]:
+        where_sql, params = self._where.compile(where, match)
+        return self._statement(kind, where_sql, ordering), params
+
+    # -- primitives ---------------------------------------------------------
+
+    def put(self, table: str, key: str, value: dict[str, Any]) -> None:
+        with self._cursor() as cur:
+            cur.execute(self._statement("put"), (table, key, Jsonb(value)))
+
+    def get(self, table: str, key: str) -> dict[str, Any] | None:
+        with self._cursor() as cur:
+            row = cur.execute(self._statement("get"), (table, key)).fetchone()
+        return None if row is None else row[0]
+
+    def delete(self, table: str, key: str) -> bool:
+        with self._cursor() as cur:
+            return cur.execute(self._statement("delete"), (table, key)).fetchone() is not None
+
+    def query(
+        self, table: str, where: Sequence[Condition], match: str, ordering: Ordering, limit: int
+    ) -> list[Row]:
+        statement, params = self._compile("query", where, match, ordering)
+        with self._cursor() as cur:
+            return [(k, v) for k, v in cur.execute(statement, (table, *params, limit)).fetchall()]
+
+    def update(
+        self,
+        table: str,
+        key: str,
+        where: Sequence[Condition],
+        match: str,
+        mutations: Sequence[Mutation],
+    ) -> dict[str, Any] | None:
+        statement, params = self._compile("update", where, match)
+        args = (_mutations_param(mutations), table, key, *params)
+        with self._cursor() as cur:
+            row = cur.execute(statement, args).fetchone()
+        return None if row is None else row[0]
+
+    def claim(
+        self,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        limit: int,
+        mutations: Sequence[Mutation],
+    ) -> list[Row]:
+        statement, params = self._compile("claim", where, match, ordering)
+        args = (table, *params, limit, _mutations_param(mutations), table)
+        with self._cursor() as cur:
+            rows = cur.execute(statement, args).fetchall()
+        # RETURNING gives no order guarantee: restore claim order, ties by key.
+        rows.sort(key=lambda row: (row[2], row[0]), reverse=ordering.direction == "desc")
+        return [(key, value) for key, value, _ in rows]
+
+    def upsert(
+        self, table: str, key: str, insert_value: dict[str, Any], mutations: Sequence[Mutation]
+    ) -> tuple[bool, dict[str, Any]]:
+        kind = "upsert" if mutations else "seed"
+        args: tuple[Any, ...] = (table, key, Jsonb(insert_value))
+        if mutations:
+            args += (_mutations_param(mutations),)
+        with self._cursor() as cur:
+            row = cur.execute(self._statement(kind), args).fetchone()
+        assert row is not None, "INSERT … ON CONFLICT DO UPDATE always returns the row"
+        value, inserted = row
+        return bool(inserted), value
+
+
+def _mutations_param(mutations: Sequence[Mutation]) -> Jsonb:
+    return Jsonb([mutation.to_json() for mutation in mutations])
+
+
+_STATEMENTS = {
+    "put": (
+        "INSERT INTO {table} AS t (table_name, key, value) VALUES (%s, %s, %s) "
+        "ON CONFLICT (table_name, key) DO UPDATE "
+        "SET value = EXCLUDED.value, record_timestamp = clock_timestamp()"
+    ),
+    "get": "SELECT value FROM {table} WHERE table_name = %s AND key = %s",
+    "delete": "DELETE FROM {table} WHERE table_name = %s AND key = %s RETURNING 1",
+    "query": (
+        "SELECT r.key, r.value FROM {table} AS r WHERE r.table_name = %s AND {where} "
+        "ORDER BY {order} LIMIT %s"
+    ),
+    "update": (
+        "UPDATE {table} AS r SET value = {apply}(r.value, %s), "
+        "record_timestamp = clock_timestamp() "
+        "WHERE r.table_name = %s AND r.key = %s AND {where} RETURNING r.value"
+    ),
+    "claim": (
+        "WITH picked AS MATERIALIZED ("
+        "SELECT r.key, r.{order_column} AS claim_order "
+        "FROM {table} AS r WHERE r.table_name = %s AND {where} "
+        "ORDER BY {order} LIMIT %s FOR UPDATE SKIP LOCKED) "
+        "UPDATE {table} AS t SET value = {apply}(t.value, %s), "
+        "record_timestamp = clock_timestamp() "
+        "FROM picked WHERE t.table_name = %s AND t.key = picked.key "
+        "RETURNING t.key, t.value, picked.claim_order"
+    ),
+    "seed": (
+        "INSERT INTO {table} AS t (table_name, key, value) VALUES (%s, %s, %s) "
+        "ON CONFLICT (table_name, key) DO UPDATE SET value = t.value "
+        "RETURNING t.value, (t.xmax = 0) AS inserted"
+    ),
+    "upsert": (
+        "INSERT INTO {table} AS t (table_name, key, value) VALUES (%s, %s, %s) "
+        "ON CONFLICT (table_name, key) DO UPDATE "
+        "SET value = {apply}(t.value, %s), record_timestamp = clock_timestamp() "
+        "RETURNING t.value, (t.xmax = 0) AS inserted"
+    ),
+}

@@ -1,0 +1,159 @@
+"""PostgreSQL schema: the rows table, its indexes and the mutation function.
+
+Mutations run inside one PL/pgSQL function so that every primitive stays a
+single statement: it walks the path with the same rules as the reference
+``apply`` (``->`` with a text key only enters objects, with an integer only
+enters arrays), creates missing parent objects for ``set``, and raises
+SQLSTATE ``AS001`` when a mutation cannot apply, which aborts the statement
+so nothing is written. The ``_v1`` suffix lets a later release change the
+function without breaking running workers.
+"""
+
+from __future__ import annotations
+
+MUTATION_ERROR_SQLSTATE = "AS001"
+APPLY_FUNCTION = "atomic_store_apply_v1"
+
+#: Serialises concurrent first use across processes (an arbitrary constant).
+SCHEMA_LOCK_ID = 0x41544F4D  # "ATOM"
+
+TABLE_DDL = """
+CREATE TABLE IF NOT EXISTS {table} (
+    table_name text NOT NULL,
+    key text NOT NULL,
+    value jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    record_timestamp timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (table_name, key)
+);
+CREATE INDEX IF NOT EXISTS {created_index} ON {table} (table_name, created_at, key);
+CREATE INDEX IF NOT EXISTS {record_index} ON {table} (table_name, record_timestamp, key);
+"""
+
+FUNCTIONS_DDL = r"""
+CREATE OR REPLACE FUNCTION atomic_store_fail_v1(field text, problem text) RETURNS jsonb
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = 'AS001', MESSAGE = problem, DETAIL = field;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION atomic_store_set_v1(
+    doc jsonb, path jsonb, depth integer, new_value jsonb, field text, prefix text
+) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    segment jsonb := path -> depth;
+    last boolean := depth = jsonb_array_length(path) - 1;
+    here text := CASE WHEN prefix = '' THEN 'the row value' ELSE quote_literal(prefix) END;
+    key text;
+    idx integer;
+BEGIN
+    IF jsonb_typeof(segment) = 'string' THEN
+        key := segment #>> '{}';
+        IF doc IS NULL THEN
+            doc := '{}'::jsonb;
+        ELSIF jsonb_typeof(doc) <> 'object' THEN
+            RETURN atomic_store_fail_v1(field, format(
+                'cannot set through %s: it is a %s, not an object', here, jsonb_typeof(doc)));
+        END IF;
+        IF last THEN
+            RETURN doc || jsonb_build_object(key, new_value);
+        END IF;
+        RETURN doc || jsonb_build_object(key, atomic_store_set_v1(
+            doc -> key, path, depth + 1, new_value, field,
+            CASE WHEN prefix = '' THEN key ELSE prefix || '.' || key END));
+    END IF;
+    idx := segment::integer;
+    IF doc IS NULL OR jsonb_typeof(doc) <> 'array' THEN
+        RETURN atomic_store_fail_v1(field, format(
+            'cannot index %s: it is a %s, not an array', here,
+            coalesce(jsonb_typeof(doc), 'missing value')));
+    END IF;
+    IF idx >= jsonb_array_length(doc) THEN
+        RETURN atomic_store_fail_v1(field, format(
+            'index %s is out of range for %s (length %s)', idx, here, jsonb_array_length(doc)));
+    END IF;
+    IF NOT last THEN
+        new_value := atomic_store_set_v1(
+            doc -> idx, path, depth + 1, new_value, field, prefix || '[' || idx || ']');
+    END IF;
+    RETURN jsonb_set(doc, ARRAY[idx::text], new_value);
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION atomic_store_get_v1(doc jsonb, path jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    segment jsonb;
+BEGIN
+    FOR segment IN SELECT s FROM jsonb_array_elements(path) AS p(s) LOOP
+        IF jsonb_typeof(segment) = 'string' THEN
+            doc := doc -> (segment #>> '{}');
+        ELSE
+            doc := doc -> (segment::integer);
+        END IF;
+        EXIT WHEN doc IS NULL;
+    END LOOP;
+    RETURN doc;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION atomic_store_add_v1(current jsonb, delta jsonb, field text)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    a numeric;
+    b numeric := delta::numeric;
+    total numeric;
+BEGIN
+    IF current IS NULL OR jsonb_typeof(current) = 'null' THEN
+        a := 0;
+    ELSIF jsonb_typeof(current) <> 'number' THEN
+        RETURN atomic_store_fail_v1(field, format(
+            'cannot increment a %s; increment needs a number', jsonb_typeof(current)));
+    ELSE
+        a := current::numeric;
+    END IF;
+    -- Integers stay integers (exact); a fractional operand makes it a float,
+    -- added in double precision as Python does.
+    IF scale(a) = 0 AND scale(b) = 0 THEN
+        total := a + b;
+        IF total < -9223372036854775808 OR total > 9223372036854775807 THEN
+            RETURN atomic_store_fail_v1(field, 'increment result is outside the 64-bit range');
+        END IF;
+        RETURN to_jsonb(total);
+    END IF;
+    BEGIN
+        RETURN to_jsonb(a::float8 + b::float8);
+    EXCEPTION WHEN numeric_value_out_of_range THEN
+        RETURN atomic_store_fail_v1(field, 'increment result is not a finite number');
+    END;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION atomic_store_apply_v1(doc jsonb, mutations jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    m jsonb;
+    new_value jsonb;
+BEGIN
+    FOR m IN SELECT x FROM jsonb_array_elements(mutations) AS t(x) LOOP
+        IF m ->> 'op' = 'set' THEN
+            new_value := m -> 'value';
+        ELSE
+            new_value := atomic_store_add_v1(
+                atomic_store_get_v1(doc, m -> 'path'), m -> 'value', m ->> 'field');
+        END IF;
+        doc := atomic_store_set_v1(doc, m -> 'path', 0, new_value, m ->> 'field', '');
+    END LOOP;
+    RETURN doc;
+END
+$fn$;
+"""
+
+#: Present when the schema of this release is fully installed.
+SCHEMA_PROBE = (
+    "SELECT to_regclass(%s) IS NOT NULL "
+    "AND to_regprocedure('atomic_store_apply_v1(jsonb,jsonb)') IS NOT NULL"
+)

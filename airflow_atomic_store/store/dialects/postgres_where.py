@@ -1,0 +1,151 @@
+"""PostgreSQL ``jsonb`` SQL for each positive ``where`` operator.
+
+Each entry receives the path expressions and the kind of the condition value
+and returns SQL with ``%s`` placeholders. A positive form may yield SQL NULL
+for "false" (NULL behaves as false under AND/OR in a WHERE); negations wrap it
+in ``COALESCE(…, false)`` first, so ``not_*`` is always the exact negation.
+
+``CASE WHEN jsonb_typeof(...)`` guards every cast: PostgreSQL does not promise
+the evaluation order of ``AND``, and casting a jsonb string to numeric raises.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from airflow_atomic_store.spec.paths import Segment
+from airflow_atomic_store.store.compiler import Fragment, OperatorSQL, PathSQL
+
+
+def literal(value: str | int) -> str:
+    """A path segment as an SQL literal quoted by psycopg.
+
+    ``%`` is doubled because the statement later goes through psycopg's
+    placeholder parser, which does not know about string literals.
+    """
+    return sql.Literal(value).as_string(None).replace("%", "%%")
+
+
+def path_sql(segments: tuple[Segment, ...]) -> PathSQL:
+    hops = [literal(segment) for segment in segments]
+    parent = "r.value" + "".join(f" -> {hop}" for hop in hops[:-1])
+    json_expr = f"({parent} -> {hops[-1]})"
+    return PathSQL(
+        json=json_expr,
+        text=f"({parent} ->> {hops[-1]})",
+        type=f"jsonb_typeof{json_expr}",
+        literal=", ".join(hops),
+    )
+
+
+def as_jsonb(value: Any) -> Jsonb:
+    return Jsonb(value)
+
+
+def as_numeric(value: Any) -> Decimal | int:
+    """Bind numbers as numeric: exact for integers, shortest repr for floats."""
+    return value if isinstance(value, int) else Decimal(repr(value))
+
+
+def as_jsonb_array(values: Any) -> list[Jsonb]:
+    return [Jsonb(item) for item in values]
+
+
+def as_text(value: Any) -> str:
+    return str(value)
+
+
+def _equals(path: PathSQL, kind: str) -> Fragment:
+    # jsonb equality is deep and compares numbers by value; booleans and
+    # numbers never equal each other. Written as a bare comparison so an
+    # expression index on the path can serve it.
+    return Fragment(f"({path.json} = %s::jsonb)", (as_jsonb,))
+
+
+def _ordered(symbol: str) -> OperatorSQL:
+    def compile_(path: PathSQL, kind: str) -> Fragment:
+        if kind == "number":
+            return Fragment(
+                f"(CASE WHEN {path.type} = 'number' "
+                f"THEN {path.json}::numeric {symbol} %s::numeric END)",
+                (as_numeric,),
+            )
+        return Fragment(
+            f"(CASE WHEN {path.type} = 'string' "
+            f'THEN {path.text} COLLATE "C" {symbol} %s::text COLLATE "C" END)',
+            (as_text,),
+        )
+
+    return compile_
+
+
+def _in(path: PathSQL, kind: str) -> Fragment:
+    return Fragment(f"({path.json} = ANY(%s::jsonb[]))", (as_jsonb_array,))
+
+
+_ELEMENT_EQUALS = (
+    "EXISTS (SELECT 1 FROM jsonb_array_elements({json}) AS e(v) WHERE e.v = %s::jsonb)"
+)
+
+
+def _contains(path: PathSQL, kind: str) -> Fragment:
+    member = _ELEMENT_EQUALS.format(json=path.json)
+    if kind == "string":
+        return Fragment(
+            f"(CASE {path.type} WHEN 'string' THEN strpos({path.text}, %s::text) > 0 "
+            f"WHEN 'array' THEN {member} END)",
+            (as_text, as_jsonb),
+        )
+    return Fragment(f"(CASE WHEN {path.type} = 'array' THEN {member} END)", (as_jsonb,))
+
+
+def _starts_with(path: PathSQL, kind: str) -> Fragment:
+    return Fragment(
+        f"(CASE WHEN {path.type} = 'string' THEN starts_with({path.text}, %s::text) END)",
+        (as_text,),
+    )
+
+
+def _ends_with(path: PathSQL, kind: str) -> Fragment:
+    return Fragment(
+        f"(CASE WHEN {path.type} = 'string' "
+        f"THEN right({path.text}, char_length(%s::text)) = %s::text END)",
+        (as_text, as_text),
+    )
+
+
+def _exists(path: PathSQL, kind: str) -> Fragment:
+    return Fragment(f"({path.json} IS NOT NULL)")
+
+
+OPERATORS: dict[str, OperatorSQL] = {
+    "equals": _equals,
+    "gt": _ordered(">"),
+    "gte": _ordered(">="),
+    "lt": _ordered("<"),
+    "lte": _ordered("<="),
+    "in": _in,
+    "contains": _contains,
+    "starts_with": _starts_with,
+    "ends_with": _ends_with,
+    "exists": _exists,
+}
+
+
+class PostgresWhere:
+    operators = OPERATORS
+    match_all = " AND "
+    match_any = " OR "
+    always_true = "TRUE"
+
+    @staticmethod
+    def path_sql(segments: tuple[Segment, ...]) -> PathSQL:
+        return path_sql(segments)
+
+    @staticmethod
+    def negate(condition: str) -> str:
+        return f"(NOT COALESCE({condition}, false))"

@@ -1,0 +1,251 @@
+"""The SQLite backend: each primitive is one ``BEGIN IMMEDIATE`` transaction.
+
+``BEGIN IMMEDIATE`` takes SQLite's single write lock before reading, so the
+read, the guard and the write cannot interleave with another writer in any
+process; concurrent writers wait on the busy timeout instead of failing with
+"database is locked". Inside that lock the guard and claim filter run as
+compiled SQL and mutations run through the reference ``apply``, so SQLite's
+mutation semantics are the oracle's by construction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from airflow_atomic_store import timestamps
+from airflow_atomic_store.exceptions import AtomicStoreError, StoreUnavailableError
+from airflow_atomic_store.spec import Condition, Mutation, Ordering, apply
+from airflow_atomic_store.spec.values import dumps
+from airflow_atomic_store.store.backend import Row, check_storage_table
+from airflow_atomic_store.store.compiler import WhereCompiler
+from airflow_atomic_store.store.dialects.sqlite_where import SqliteWhere, register_functions
+
+DEFAULT_BUSY_TIMEOUT = 60.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS {table} (
+    table_name TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    record_timestamp TEXT NOT NULL,
+    PRIMARY KEY (table_name, key)
+);
+CREATE INDEX IF NOT EXISTS {table}_created_idx ON {table} (table_name, created_at, key);
+CREATE INDEX IF NOT EXISTS {table}_record_idx ON {table} (table_name, record_timestamp, key);
+"""
+
+_STATEMENTS = {
+    "get": "SELECT value FROM {table} WHERE table_name = ? AND key = ?",
+    "put": (
+        "INSERT INTO {table} (table_name, key, value, created_at, record_timestamp) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (table_name, key) DO UPDATE "
+        "SET value = excluded.value, record_timestamp = excluded.record_timestamp"
+    ),
+    "insert": (
+        "INSERT INTO {table} (table_name, key, value, created_at, record_timestamp) "
+        "VALUES (?, ?, ?, ?, ?)"
+    ),
+    "write": (
+        "UPDATE {table} SET value = ?, record_timestamp = ? WHERE table_name = ? AND key = ?"
+    ),
+    "delete": "DELETE FROM {table} WHERE table_name = ? AND key = ?",
+    "guarded": (
+        "SELECT r.value FROM {table} AS r WHERE r.table_name = ? AND r.key = ? AND {where}"
+    ),
+    "select": (
+        "SELECT r.key, r.value FROM {table} AS r WHERE r.table_name = ? AND {where} "
+        "ORDER BY {order} LIMIT ?"
+    ),
+}
+
+
+_TRANSIENT_MESSAGES = ("locked", "busy", "unable to open", "disk i/o")
+
+
+def _is_transient(exc: sqlite3.OperationalError) -> bool:
+    """Lock waits that outlasted the busy timeout and I/O trouble: a retry may succeed."""
+    return any(text in str(exc).lower() for text in _TRANSIENT_MESSAGES)
+
+
+def path_from_url(url: str) -> str:
+    """``sqlite:////abs/path.db`` → ``/abs/path.db``; ``sqlite:///rel.db`` → ``rel.db``."""
+    path = url.split("://", 1)[1]
+    return path[1:] if path.startswith("/") else path
+
+
+class SqliteBackend:
+    def __init__(
+        self,
+        path: str,
+        *,
+        storage_table: str,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    ) -> None:
+        self._path = path
+        self._table = check_storage_table(storage_table)
+        self._busy_timeout = busy_timeout
+        self._connection: sqlite3.Connection | None = None
+        self._lock = threading.RLock()
+        self._where = WhereCompiler(SqliteWhere())
+        self._statement = lru_cache(maxsize=512)(self._build_statement)
+
+    def _open(self) -> sqlite3.Connection:
+        parent = Path(self._path).parent
+        parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(
+            self._path,
+            timeout=self._busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        register_functions(connection)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA.format(table=self._table).split(";"):
+                if statement.strip():
+                    connection.execute(statement)
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        return connection
+
+    @contextmanager
+    def _transaction(self, *, write: bool = True) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` (or, to only read, ``BEGIN``) … ``COMMIT``.
+
+        Any exception rolls back, so a primitive never half-applies.
+        """
+        with self._lock:
+            try:
+                if self._connection is None:
+                    self._connection = self._open()
+                connection = self._connection
+                connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    yield connection
+                except BaseException:
+                    connection.execute("ROLLBACK")
+                    raise
+                connection.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                if _is_transient(exc):
+                    raise StoreUnavailableError(f"SQLite store unavailable: {exc}") from exc
+                raise AtomicStoreError(f"SQLite store error: {exc}") from exc
+            except sqlite3.Error as exc:
+                raise AtomicStoreError(f"SQLite store error: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+    def _build_statement(self, kind: str, where_sql: str = "", order_sql: str = "") -> str:
+        return _STATEMENTS[kind].format(table=self._table, where=where_sql, order=order_sql)
+
+    def _select(
+        self,
+        connection: sqlite3.Connection,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        limit: int,
+    ) -> list[Row]:
+        where_sql, params = self._where.compile(where, match)
+        direction = ordering.direction.upper()
+        order_sql = f"r.{ordering.column} {direction}, r.key {direction}"
+        statement = self._statement("select", where_sql, order_sql)
+        rows = connection.execute(statement, (table, *params, limit)).fetchall()
+        return [(key, json.loads(value)) for key, value in rows]
+
+    # -- primitives ---------------------------------------------------------
+
+    def put(self, table: str, key: str, value: dict[str, Any]) -> None:
+        now = timestamps.now()
+        with self._transaction() as connection:
+            connection.execute(self._statement("put"), (table, key, dumps(value), now, now))
+
+    def get(self, table: str, key: str) -> dict[str, Any] | None:
+        with self._transaction(write=False) as connection:
+            row = connection.execute(self._statement("get"), (table, key)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def delete(self, table: str, key: str) -> bool:
+        with self._transaction() as connection:
+            return connection.execute(self._statement("delete"), (table, key)).rowcount > 0
+
+    def query(
+        self, table: str, where: Sequence[Condition], match: str, ordering: Ordering, limit: int
+    ) -> list[Row]:
+        with self._transaction(write=False) as connection:
+            return self._select(connection, table, where, match, ordering, limit)
+
+    def update(
+        self,
+        table: str,
+        key: str,
+        where: Sequence[Condition],
+        match: str,
+        mutations: Sequence[Mutation],
+    ) -> dict[str, Any] | None:
+        where_sql, params = self._where.compile(where, match)
+        with self._transaction() as connection:
+            row = connection.execute(
+                self._statement("guarded", where_sql), (table, key, *params)
+            ).fetchone()
+            if row is None:
+                return None
+            new_value = apply(mutations, json.loads(row[0]))
+            connection.execute(
+                self._statement("write"), (dumps(new_value), timestamps.now(), table, key)
+            )
+        return new_value
+
+    def claim(
+        self,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        limit: int,
+        mutations: Sequence[Mutation],
+    ) -> list[Row]:
+        with self._transaction() as connection:
+            picked = self._select(connection, table, where, match, ordering, limit)
+            claimed = [(key, apply(mutations, value)) for key, value in picked]
+            now = timestamps.now()
+            connection.executemany(
+                self._statement("write"),
+                [(dumps(value), now, table, key) for key, value in claimed],
+            )
+        return claimed
+
+    def upsert(
+        self, table: str, key: str, insert_value: dict[str, Any], mutations: Sequence[Mutation]
+    ) -> tuple[bool, dict[str, Any]]:
+        with self._transaction() as connection:
+            row = connection.execute(self._statement("get"), (table, key)).fetchone()
+            now = timestamps.now()
+            if row is None:
+                connection.execute(
+                    self._statement("insert"), (table, key, dumps(insert_value), now, now)
+                )
+                return True, insert_value
+            current = json.loads(row[0])
+            if not mutations:
+                return False, current
+            new_value = apply(mutations, current)
+            connection.execute(self._statement("write"), (dumps(new_value), now, table, key))
+        return False, new_value

@@ -1,0 +1,181 @@
+"""SQLite JSON-function SQL for each positive ``where`` operator.
+
+SQLite's ``json_extract`` folds JSON ``true`` into ``1`` and JSON null into
+SQL NULL, so every comparison checks ``json_type`` first; equality is chosen
+per value kind at compile time (the kind is part of the cached shape).
+Objects and arrays are compared by :func:`json_equal` (the reference deep
+equality), registered on each connection as ``atomic_store_json_equal``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from functools import lru_cache
+from typing import Any
+
+from airflow_atomic_store.spec.paths import Segment
+from airflow_atomic_store.spec.values import dumps, json_equal
+from airflow_atomic_store.store.compiler import Fragment, OperatorSQL, PathSQL
+
+NUMERIC_TYPES = "('integer', 'real')"
+CONTAINER_TYPES = "('object', 'array')"
+
+_quoter = sqlite3.connect(":memory:", check_same_thread=False)
+
+
+@lru_cache(maxsize=4096)
+def literal(text: str) -> str:
+    """A string as an SQL literal, quoted by SQLite's own ``quote()``."""
+    quoted: str = _quoter.execute("SELECT quote(?)", (text,)).fetchone()[0]
+    return quoted
+
+
+def json_path(segments: tuple[Segment, ...]) -> str:
+    """A SQLite JSON path. Labels are written as their JSON-escaped text.
+
+    SQLite compares a path label with the key's raw text in the stored
+    document; values are stored with :func:`dumps`, so the same escaping
+    makes keys with quotes, backslashes or non-ASCII characters reachable.
+    """
+    path = "$"
+    for segment in segments:
+        if isinstance(segment, int):
+            path += f"[{segment}]"
+        else:
+            path += "." + json.dumps(segment, ensure_ascii=False)[1:-1]
+    return path
+
+
+def path_sql(segments: tuple[Segment, ...]) -> PathSQL:
+    # ``r`` is the rows table's alias in every statement: json_each has a
+    # ``value`` column of its own that would otherwise shadow ours.
+    path = literal(json_path(segments))
+    extract = f"json_extract(r.value, {path})"
+    return PathSQL(json=extract, text=extract, type=f"json_type(r.value, {path})", literal=path)
+
+
+def json_equal_sql(left: str | None, right: str | None) -> bool:
+    """The ``atomic_store_json_equal`` SQL function: deep equality of JSON texts."""
+    if left is None or right is None:
+        return False
+    return json_equal(json.loads(left), json.loads(right))
+
+
+def register_functions(connection: sqlite3.Connection) -> None:
+    connection.create_function("atomic_store_json_equal", 2, json_equal_sql, deterministic=True)
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _as_json_text(value: Any) -> str:
+    return dumps(value)
+
+
+def equal_to_operand(type_sql: str, value_sql: str, kind: str) -> Fragment:
+    """``json_type``/value expressions equal to a bound operand of ``kind``."""
+    if kind == "string":
+        return Fragment(f"({type_sql} = 'text' AND {value_sql} = ?)", (_identity,))
+    if kind == "number":
+        return Fragment(f"({type_sql} IN {NUMERIC_TYPES} AND {value_sql} = ?)", (_identity,))
+    if kind == "boolean":
+        return Fragment(f"({type_sql} = CASE WHEN ? THEN 'true' ELSE 'false' END)", (_identity,))
+    if kind == "null":
+        return Fragment(f"({type_sql} = 'null')")
+    return Fragment(
+        f"({type_sql} IN {CONTAINER_TYPES} AND atomic_store_json_equal({value_sql}, ?))",
+        (_as_json_text,),
+    )
+
+
+def _equals(path: PathSQL, kind: str) -> Fragment:
+    return equal_to_operand(path.type, path.json, kind)
+
+
+def _ordered(symbol: str) -> OperatorSQL:
+    def compile_(path: PathSQL, kind: str) -> Fragment:
+        types = NUMERIC_TYPES if kind == "number" else "('text')"
+        return Fragment(f"({path.type} IN {types} AND {path.json} {symbol} ?)", (_identity,))
+
+    return compile_
+
+
+def _in(path: PathSQL, kind: str) -> Fragment:
+    # The list's items may be of any kind, so each is matched by its own type.
+    return Fragment(
+        "EXISTS (SELECT 1 FROM json_each(?) AS e WHERE CASE "
+        f"WHEN e.type IN {NUMERIC_TYPES} THEN {path.type} IN {NUMERIC_TYPES} "
+        f"AND {path.json} = e.value "
+        f"WHEN e.type = 'text' THEN {path.type} = 'text' AND {path.json} = e.value "
+        f"WHEN e.type IN ('true', 'false', 'null') THEN {path.type} = e.type "
+        f"ELSE {path.type} IN {CONTAINER_TYPES} "
+        f"AND atomic_store_json_equal({path.json}, e.value) END)",
+        (_as_json_text,),
+    )
+
+
+def _contains(path: PathSQL, kind: str) -> Fragment:
+    member = equal_to_operand("e.type", "e.value", kind)
+    # json_each over the path walks an array's elements; guarded by the type
+    # check because over an object it would walk the members instead.
+    membership = (
+        f"({path.type} = 'array' AND EXISTS (SELECT 1 FROM json_each(r.value, {path.literal}) "
+        f"AS e WHERE {member.sql}))"
+    )
+    if kind == "string":
+        return Fragment(
+            f"(CASE {path.type} WHEN 'text' THEN instr({path.text}, ?) > 0 "
+            f"WHEN 'array' THEN {membership} END)",
+            (_identity, *member.params),
+        )
+    return Fragment(membership, member.params)
+
+
+def _starts_with(path: PathSQL, kind: str) -> Fragment:
+    return Fragment(
+        f"({path.type} = 'text' AND substr({path.text}, 1, length(?)) = ?)",
+        (_identity, _identity),
+    )
+
+
+def _ends_with(path: PathSQL, kind: str) -> Fragment:
+    return Fragment(
+        f"({path.type} = 'text' AND length({path.text}) >= length(?) "
+        f"AND substr({path.text}, length({path.text}) - length(?) + 1) = ?)",
+        (_identity, _identity, _identity),
+    )
+
+
+def _exists(path: PathSQL, kind: str) -> Fragment:
+    return Fragment(f"({path.type} IS NOT NULL)")
+
+
+OPERATORS: dict[str, OperatorSQL] = {
+    "equals": _equals,
+    "gt": _ordered(">"),
+    "gte": _ordered(">="),
+    "lt": _ordered("<"),
+    "lte": _ordered("<="),
+    "in": _in,
+    "contains": _contains,
+    "starts_with": _starts_with,
+    "ends_with": _ends_with,
+    "exists": _exists,
+}
+
+
+class SqliteWhere:
+    operators = OPERATORS
+    match_all = " AND "
+    match_any = " OR "
+    always_true = "1"
+
+    @staticmethod
+    def path_sql(segments: tuple[Segment, ...]) -> PathSQL:
+        return path_sql(segments)
+
+    @staticmethod
+    def negate(condition: str) -> str:
+        return f"(NOT COALESCE({condition}, 0))"

@@ -1,0 +1,38 @@
+"""Canonical timestamps: ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` in UTC.
+
+One fixed-width form means timestamps stored in JSON values order correctly
+as plain strings, so ``claimedAt lt {{ atomic.ago(minutes=5) }}`` works on
+both backends without any date parsing in SQL.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+CANONICAL_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def format_timestamp(moment: datetime) -> str:
+    """Render an aware (or UTC-naive) datetime in the canonical form."""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+    return moment.strftime(CANONICAL_FORMAT)
+
+
+def parse_timestamp(text: str) -> datetime:
+    """Parse a canonical timestamp back into an aware UTC datetime."""
+    return datetime.strptime(text, CANONICAL_FORMAT).replace(tzinfo=timezone.utc)
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def now() -> str:
+    """The current time in the canonical form."""
+    return format_timestamp(utc_now())
+
+
+def shifted(delta: timedelta) -> str:
+    """Now plus ``delta`` (negative for the past) in the canonical form."""
+    return format_timestamp(utc_now() + delta)
