@@ -1,0 +1,140 @@
+"""What the three atomic operators share: rendering, the hook, errors, logging, short-circuit."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, MutableMapping, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar, cast
+
+from airflow.sdk import BaseOperator, SkipMixin
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_atomic_store.exceptions import MutationError, SpecError
+from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
+from airflow_atomic_store.templating import AtomicNamespace, ensure_namespace, render_value
+
+if TYPE_CHECKING:
+    import jinja2
+    from airflow.sdk import Context
+
+_RETURN_KEY = "return_value"
+
+
+class BaseAtomicOperator(BaseOperator, SkipMixin):
+    """Run one atomic primitive against the store behind ``conn_id``; return its result dict.
+
+    Subclasses say which primitive to run (:meth:`run_primitive`), how to describe the
+    outcome in the log (:meth:`describe`) and when a result counts as empty
+    (:meth:`is_empty`). Everything else lives here:
+
+    * templates: every string in a templated field is rendered with the ``atomic``
+      namespace, and a lone ``{{ … }}`` keeps its native type. This is done in
+      :meth:`render_template`, which both mapped and unmapped tasks go through.
+    * errors: an invalid spec or a mutation that cannot apply fails the task
+      without retries (retrying cannot fix it); anything else (a database outage)
+      fails it normally so that ``retries`` apply.
+    * ``short_circuit``: an empty result skips every downstream task; this task
+      still succeeds and its ``return_value`` XCom still holds the result.
+
+    :param conn_id: connection id of the store (templated).
+    :param table: the logical table (templated).
+    :param return_fields: keep only these top-level fields of returned values (templated).
+    :param short_circuit: skip every downstream task when the result is empty.
+    """
+
+    template_fields_renderers: ClassVar[dict[str, str]] = {
+        "where": "json",
+        "mutations": "json",
+        "insert_value": "json",
+        "return_fields": "json",
+    }
+    ui_color = "#d6eaf8"
+
+    def __init__(
+        self,
+        *,
+        conn_id: str = AtomicStoreHook.default_conn_name,
+        table: str,
+        return_fields: Sequence[str] | None = None,
+        short_circuit: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.conn_id = conn_id
+        self.table = table
+        self.return_fields = return_fields
+        self.short_circuit = short_circuit
+
+    @property
+    def inherits_from_skipmixin(self) -> bool:
+        """Only a short-circuiting task can skip others (the scheduler checks its XCom)."""
+        return bool(self.short_circuit)
+
+    @cached_property
+    def hook(self) -> AtomicStoreHook:
+        return AtomicStoreHook(conn_id=self.conn_id)
+
+    # -- rendering --------------------------------------------------------------------------
+
+    def render_template(
+        self,
+        content: Any,
+        context: Context,
+        jinja_env: jinja2.Environment | None = None,
+        seen_oids: set[int] | None = None,
+    ) -> Any:
+        """Render like Airflow, plus ``atomic`` and type-preserving lone expressions.
+
+        Airflow renders a mapped task through ``_do_render_template_fields`` of the
+        unmapped operator, which calls this method for every field, so overriding it
+        (rather than ``render_template_fields``) covers mapped and unmapped tasks alike.
+        """
+        ensure_namespace(cast("MutableMapping[str, Any]", context))
+        if isinstance(content, str):
+            return render_value(jinja_env or self.get_template_env(), content, context)
+        return super().render_template(content, context, jinja_env, seen_oids)
+
+    # -- execution --------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        namespace = ensure_namespace(cast("MutableMapping[str, Any]", context))
+        try:
+            result = self.run_primitive(self.hook, namespace)
+        except (SpecError, MutationError) as exc:
+            kind = "invalid spec" if isinstance(exc, SpecError) else "mutation cannot apply"
+            raise AirflowFailException(
+                f"{self.task_id}: {kind}: {exc} (not retried: retrying cannot fix it)"
+            ) from exc
+        finally:
+            self.hook.close()
+        self.log.info("%s", self.describe(result))
+        if self.short_circuit and self.is_empty(result):
+            self._skip_downstream(context, result)
+        return result
+
+    def run_primitive(self, hook: AtomicStoreHook, atomic: AtomicNamespace) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def describe(self, result: Mapping[str, Any]) -> str:
+        raise NotImplementedError
+
+    def is_empty(self, result: Mapping[str, Any]) -> bool:
+        raise NotImplementedError
+
+    def _skip_downstream(self, context: Context, result: dict[str, Any]) -> None:
+        """Skip every downstream task (teardowns excepted), keeping our result as XCom.
+
+        Skipping ends ``execute()`` with an exception that Airflow turns into success,
+        so the return value would never be pushed: push it here first.
+        """
+        ti = context["ti"]
+        if self.do_xcom_push:
+            if self.multiple_outputs:
+                for key, value in result.items():
+                    ti.xcom_push(key=key, value=value)
+            ti.xcom_push(key=_RETURN_KEY, value=result)
+        to_skip = [t for t in self.get_flat_relatives(upstream=False) if not t.is_teardown]
+        if not to_skip:
+            return
+        self.log.info("result is empty: skipping %d downstream task(s)", len(to_skip))
+        self.skip(ti=ti, tasks=to_skip)

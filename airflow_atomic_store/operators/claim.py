@@ -1,0 +1,187 @@
+"""``AtomicClaimOperator``: drain up to ``limit`` matching rows, marking them claimed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator, XComArg
+
+from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
+from airflow_atomic_store.operators.base import BaseAtomicOperator
+from airflow_atomic_store.templating import AtomicNamespace
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+class AtomicClaimOperator(BaseAtomicOperator):
+    """Claim up to ``limit`` rows matching ``where``, marking them in the same step.
+
+    Two claims running at once never get the same row. The result, pushed as the
+    ``return_value`` XCom, is ``{"claimed": [{"key": ..., "value": ...}], "count": n}``
+    in claim order (FIFO by default). An empty queue gives ``count`` 0, not an error.
+
+    Without ``mutations`` each claimed row gets ``status`` → ``"in_flight"``,
+    ``claimedAt`` → now (a canonical timestamp, so stale claims can be recovered) and
+    ``claimedBy`` → ``atomic.execution_id`` (``"{dag_id}/{run_id}"``).
+
+    **Mapping over the claimed rows.** Airflow maps only over a task's whole return
+    value, so ``.expand()`` cannot use ``drain.output["claimed"]``. Use
+    :attr:`claimed` (the list of ``{key, value}`` rows) or :attr:`claimed_keys` (their
+    keys) instead: the first use adds a tiny task ``<task_id>_claimed`` right after
+    the claim that republishes the rows as its own return value. One mapped task
+    instance runs per claimed row (none when nothing was claimed)::
+
+        drain = AtomicClaimOperator(
+            task_id="drain",
+            table="pending_ops",
+            where=[{"field": "status", "operator": "equals", "value": "pending"}],
+            limit=10,
+        )
+
+        @task
+        def process(row: dict) -> None: ...
+
+        process.expand(row=drain.claimed)
+
+        AtomicUpdateOperator.partial(
+            task_id="mark_done",
+            table="pending_ops",
+            where=[{"field": "claimedBy", "operator": "equals",
+                    "value": "{{ atomic.execution_id }}"}],
+            mutations=[{"field": "status", "operation": "set", "value": "done"}],
+        ).expand(key=drain.claimed_keys)
+
+    In templates, the rows are ``{{ ti.xcom_pull(task_ids='drain')['claimed'] }}``.
+
+    :param table: the queue's logical table (templated).
+    :param where: conditions ``{field, operator, value}`` selecting claimable rows;
+        none means every row (templated).
+    :param match: ``"all"`` (AND) or ``"any"`` (OR) to combine the conditions (templated).
+    :param mutations: ``{field, operation, value}`` mutations marking each claimed row;
+        ``None`` uses the default claim mutation above (templated).
+    :param order_by: ``"createdAt"`` or ``"recordTimestamp"`` (templated).
+    :param direction: ``"asc"`` or ``"desc"`` (templated).
+    :param limit: at most this many rows, 1 to 1000 (templated).
+    :param return_fields: keep only these top-level fields of each value (templated).
+    :param conn_id: connection id of the store (templated).
+    :param short_circuit: skip every downstream task when nothing was claimed.
+    """
+
+    template_fields: Sequence[str] = (
+        "conn_id",
+        "table",
+        "where",
+        "match",
+        "mutations",
+        "order_by",
+        "direction",
+        "limit",
+        "return_fields",
+    )
+
+    def __init__(
+        self,
+        *,
+        where: Sequence[Mapping[str, Any]] | None = None,
+        match: str = "all",
+        mutations: Sequence[Mapping[str, Any]] | None = None,
+        order_by: str = "createdAt",
+        direction: str = "asc",
+        limit: int = 10,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.where = where
+        self.match = match
+        self.mutations = mutations
+        self.order_by = order_by
+        self.direction = direction
+        self.limit = limit
+
+    def run_primitive(self, hook: AtomicStoreHook, atomic: AtomicNamespace) -> dict[str, Any]:
+        return hook.atomic_claim(
+            self.table,
+            where=self.where,
+            match=self.match,
+            mutations=self.mutations,
+            order_by=self.order_by,
+            direction=self.direction,
+            limit=self.limit,
+            return_fields=self.return_fields,
+            execution_id=atomic.execution_id,
+        )
+
+    def describe(self, result: Mapping[str, Any]) -> str:
+        return f"claimed {result['count']} of limit {self.limit} from {self.table}"
+
+    def is_empty(self, result: Mapping[str, Any]) -> bool:
+        return not result["count"]
+
+    @property
+    def claimed(self) -> XComArg:
+        """The claimed ``{key, value}`` rows, as a reference ``.expand()`` can map over."""
+        return XComArg(self._claimed_rows_task())
+
+    @property
+    def claimed_keys(self) -> XComArg:
+        """The claimed rows' keys, as a reference ``.expand()`` can map over."""
+        return self.claimed.map(row_key)
+
+    def _claimed_rows_task(self) -> ClaimedRowsOperator:
+        for task in self.downstream_list:
+            if isinstance(task, ClaimedRowsOperator) and task.claim_task_id == self.task_id:
+                return task
+        if self.dag is None:
+            raise RuntimeError(
+                f"{self.task_id}: add the claim to a DAG before using .claimed or .claimed_keys"
+            )
+        rows = ClaimedRowsOperator(
+            task_id=f"{_own_id(self)}_claimed",
+            claim_task_id=self.task_id,
+            claim_result=self.output,
+            dag=self.dag,
+            task_group=self.task_group,
+        )
+        self >> rows
+        return rows
+
+
+class ClaimedRowsOperator(BaseOperator):
+    """Return a claim's ``claimed`` rows as this task's own return value.
+
+    Airflow can only map over a whole return value; this task is what
+    :attr:`AtomicClaimOperator.claimed` adds so that the rows can be mapped over.
+
+    :param claim_task_id: task id of the claim.
+    :param claim_result: the claim's result dict (usually ``claim.output``; templated).
+    """
+
+    template_fields: Sequence[str] = ("claim_result",)
+    ui_color = "#ebf5fb"
+
+    def __init__(self, *, claim_task_id: str, claim_result: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.claim_task_id = claim_task_id
+        self.claim_result = claim_result
+
+    def execute(self, context: Context) -> list[dict[str, Any]]:
+        result = self.claim_result or {}
+        rows = list(result.get("claimed") or ())
+        self.log.info("passing on %d row(s) claimed by %s", len(rows), self.claim_task_id)
+        return rows
+
+
+def row_key(row: Mapping[str, Any]) -> Any:
+    """The key of a claimed ``{key, value}`` row."""
+    return row["key"]
+
+
+def _own_id(task: BaseOperator) -> str:
+    """The task id without its task group's prefix (the group adds it back)."""
+    group = task.task_group
+    prefix = f"{group.group_id}." if group is not None and group.group_id else ""
+    if prefix and group is not None and group.prefix_group_id:
+        return task.task_id.removeprefix(prefix)
+    return task.task_id

@@ -1,0 +1,173 @@
+"""The ``atomic`` template namespace and type-preserving rendering of spec values.
+
+Templates in the atomic operators see Airflow's usual context plus ``atomic``:
+
+``{{ atomic.now }}``
+    the current UTC time as a canonical timestamp (``2025-01-31T09:30:00.000000Z``).
+    Canonical timestamps compare correctly as strings, so guards such as
+    ``claimedAt lt {{ atomic.ago(minutes=5) }}`` work on every backend.
+``{{ atomic.ago(minutes=5) }}`` / ``{{ atomic.from_now(hours=1) }}``
+    a canonical timestamp relative to ``atomic.now``; any ``datetime.timedelta``
+    keywords (``days``, ``hours``, ``minutes``, ``seconds``, ``microseconds``...).
+``{{ atomic.epoch_seconds }}``
+    ``atomic.now`` as seconds since the Unix epoch (a float, microsecond precision),
+    for numeric time arithmetic: ``increment`` a ``nextSlotAt`` by an interval, or
+    guard ``nextSlotAt lte {{ atomic.epoch_seconds }}``.
+``{{ atomic.epoch_seconds_ago(minutes=5) }}`` / ``{{ atomic.epoch_seconds_from_now(...) }}``
+    the same, relative to now.
+``{{ atomic.execution_id }}``
+    ``"{dag_id}/{run_id}"``: the same for every task (and every mapped task) of one
+    DAG run, so a per-row update can guard on the ``claimedBy`` its claim wrote.
+
+The namespace is created once per task execution and frozen: every reference to
+``atomic.now`` in one task renders the same instant.
+
+A template value that is exactly one ``{{ … }}`` expression keeps the native type
+of the expression (a number stays a number, a list a list, a string a string, even
+one that looks like a number), whatever the DAG's ``render_template_as_native_obj``
+says. Anything else (text around the expression, several expressions, blocks)
+renders to a string.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, MutableMapping
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+
+from airflow_atomic_store import timestamps
+
+__all__ = ["NAMESPACE", "AtomicNamespace", "ensure_namespace", "execution_id", "render_value"]
+
+NAMESPACE = "atomic"
+"""The name under which templates see an :class:`AtomicNamespace`."""
+
+_RESULT = "__atomic_store_result"
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def execution_id(context: Mapping[str, Any]) -> str:
+    """Return ``"{dag_id}/{run_id}"`` for the DAG run of a task context.
+
+    Use it in a ``@task`` (``execution_id(get_current_context())``) to guard on the
+    ``claimedBy`` that an :class:`~airflow_atomic_store.operators.AtomicClaimOperator`
+    of the same DAG run wrote.
+    """
+    dag_run = context["dag_run"]
+    return f"{dag_run.dag_id}/{dag_run.run_id}"
+
+
+class AtomicNamespace:
+    """What ``{{ atomic.… }}`` offers, frozen at one instant (see the module docstring)."""
+
+    def __init__(self, *, execution_id: str, moment: datetime | None = None) -> None:
+        moment = moment or timestamps.utc_now()
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        self._moment = moment
+        self.execution_id = execution_id
+        self.now = timestamps.format_timestamp(moment)
+        self.epoch_seconds = _epoch_seconds(moment)
+
+    @classmethod
+    def from_context(cls, context: Mapping[str, Any]) -> AtomicNamespace:
+        return cls(execution_id=execution_id(context))
+
+    def ago(self, **delta: float) -> str:
+        """Canonical timestamp ``timedelta(**delta)`` before now."""
+        return timestamps.format_timestamp(self._moment - timedelta(**delta))
+
+    def from_now(self, **delta: float) -> str:
+        """Canonical timestamp ``timedelta(**delta)`` after now."""
+        return timestamps.format_timestamp(self._moment + timedelta(**delta))
+
+    def epoch_seconds_ago(self, **delta: float) -> float:
+        """Epoch seconds ``timedelta(**delta)`` before now."""
+        return _epoch_seconds(self._moment - timedelta(**delta))
+
+    def epoch_seconds_from_now(self, **delta: float) -> float:
+        """Epoch seconds ``timedelta(**delta)`` after now."""
+        return _epoch_seconds(self._moment + timedelta(**delta))
+
+    def __repr__(self) -> str:
+        return f"AtomicNamespace(now={self.now!r}, execution_id={self.execution_id!r})"
+
+
+def _epoch_seconds(moment: datetime) -> float:
+    # Exact to the microsecond: integer arithmetic, one division at the end.
+    delta = moment - _EPOCH
+    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return micros / 1_000_000
+
+
+def ensure_namespace(context: MutableMapping[str, Any]) -> AtomicNamespace:
+    """Put an :class:`AtomicNamespace` into ``context`` (once) and return it.
+
+    The task context is shared by every template field of one task execution and
+    by ``execute()``, so all of them see the same ``atomic.now``.
+    """
+    namespace = context.get(NAMESPACE)
+    if not isinstance(namespace, AtomicNamespace):
+        namespace = AtomicNamespace.from_context(context)
+        context[NAMESPACE] = namespace
+    return namespace
+
+
+def render_value(env: jinja2.Environment, source: str, context: Mapping[str, Any]) -> Any:
+    """Render one template string.
+
+    A lone ``{{ expression }}`` returns the expression's value unchanged; any other
+    template returns text. The environment is used as given (sandboxed or native),
+    so its globals, filters and undefined-handling apply.
+    """
+    expression = _lone_expression(env.parse(source))
+    if expression is None:
+        template = env.from_string(source)
+        return "".join(str(chunk) for chunk in _run(template, context))
+    # Evaluate the expression the way ``Environment.compile_expression`` does: assign
+    # it to a template variable and read the variable back, never through str().
+    program = nodes.Template(
+        [nodes.Assign(nodes.Name(_RESULT, "store", lineno=1), expression, lineno=1)], lineno=1
+    )
+    program.set_environment(env)
+    template = env.from_string(program)
+    variables: dict[str, Any] = {}
+    for _ in _run(template, context, variables):
+        pass
+    value = variables[_RESULT]
+    if isinstance(value, jinja2.Undefined):
+        return str(value)  # raises for StrictUndefined (Airflow's default), "" otherwise
+    return value
+
+
+def _lone_expression(tree: nodes.Template) -> nodes.Expr | None:
+    if len(tree.body) != 1 or not isinstance(tree.body[0], nodes.Output):
+        return None
+    parts = tree.body[0].nodes
+    if len(parts) != 1 or isinstance(parts[0], nodes.TemplateData):
+        return None
+    return parts[0]
+
+
+def _run(
+    template: jinja2.Template,
+    context: Mapping[str, Any],
+    exported: dict[str, Any] | None = None,
+) -> Iterator[Any]:
+    """Yield the template's output chunks; copy its top-level variables into ``exported``."""
+    # Like airflow.sdk.definitions.context.render_template: the context's own keys
+    # win over the environment's globals (user_defined_macros).
+    variables = dict(context)
+    for name, value in template.globals.items():
+        variables.setdefault(name, value)
+    env = template.environment
+    frame = env.context_class(env, variables, template.name, template.blocks)
+    try:
+        yield from template.root_render_func(frame)
+    except Exception:
+        env.handle_exception()  # rewrites the traceback to point into the template
+    if exported is not None:
+        exported.update(frame.vars)
