@@ -47,7 +47,7 @@ def test_values_never_enter_postgres_statement_text():
 def test_postgres_paths_are_driver_quoted_literals_with_percent_escaped():
     where = parse_where([{"field": "it's.%s", "operator": "exists"}])
     sql, params = WhereCompiler(PostgresWhere()).compile(where, "all")
-    assert sql == "((r.value -> 'it''s' -> '%%s') IS NOT NULL)"
+    assert sql == "(((r.value -> 'it''s' -> '%%s') IS NOT NULL))"
     assert params == []
 
 
