@@ -12,8 +12,8 @@ to DESIGN.md. ``MUTATION_CASES`` do the same for ``apply``.
 
 from __future__ import annotations
 
-import itertools
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -398,8 +398,6 @@ def test_every_mutation_case_parses() -> None:
             pytest.fail(f"{param.id}: {exc}")
 
 
-_icu_databases = itertools.count(1)
-
 COLLATION_CORPUS = {
     "lower-a": {"s": "a"},
     "upper-b": {"s": "B"},
@@ -412,28 +410,31 @@ COLLATION_CORPUS = {
 }
 
 
+@pytest.fixture(scope="module")
+def linguistic_store(postgres_server: Any) -> Iterator[AtomicStore]:
+    """A store in a database whose default collation is ICU en-US (where 'a' < 'B')."""
+    postgres_server.create_database("linguistic", icu_locale="en-US")
+    try:
+        with AtomicStore(postgres_server.url_for("linguistic")) as store:
+            yield store
+    finally:
+        postgres_server.drop_database("linguistic")
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize("operator", ["lt", "lte", "gt", "gte"])
 @pytest.mark.parametrize("bound", ["a", "B", "Z", "é", "ab"])
 def test_string_order_is_code_point_order_even_under_a_linguistic_collation(
-    postgres_server: Any, operator: str, bound: str
+    linguistic_store: AtomicStore, operator: str, bound: str
 ) -> None:
     """Production databases rarely use the C collation; comparisons must not follow theirs."""
-    name = f"icu_{operator}_{next(_icu_databases)}"
-    url = postgres_server.create_database(name, icu_locale="en-US")
-    try:
-        with AtomicStore(url) as store:
-            for key, value in COLLATION_CORPUS.items():
-                store.put("t", key, value)
-            where = [cond("s", operator, bound)]
-            accepted = {
-                key
-                for key, value in COLLATION_CORPUS.items()
-                if evaluate(parse_where(where), "all", value)
-            }
-            found = {row["key"] for row in store.query("t", where=where)}
-            assert found == accepted
-            claimed = store.atomic_claim("t", where=where, limit=1000)
-            assert {row["key"] for row in claimed["claimed"]} == accepted
-    finally:
-        postgres_server.drop_database(name)
+    store, table = linguistic_store, f"{operator} {bound}"
+    for key, value in COLLATION_CORPUS.items():
+        store.put(table, key, value)
+    where = [cond("s", operator, bound)]
+    accepted = {
+        key for key, value in COLLATION_CORPUS.items() if evaluate(parse_where(where), "all", value)
+    }
+    assert {row["key"] for row in store.query(table, where=where)} == accepted
+    claimed = store.atomic_claim(table, where=where, limit=1000)
+    assert {row["key"] for row in claimed["claimed"]} == accepted

@@ -160,6 +160,36 @@ class PostgresServer:
         self.execute(statement)
         return self.url_for(name)
 
+    def create_user_schema(self, name: str, *, dbname: str | None = None) -> str:
+        """Create login role ``name`` owning schema ``name``, its only search path, in ``dbname``.
+
+        Returns a plain URL for that role: everything it creates unqualified lands in
+        its own schema, so each role sees an empty, private namespace. This costs a few
+        milliseconds where ``CREATE DATABASE`` costs tenths of a second. The role is not
+        a superuser and, as on PostgreSQL 15+, cannot create objects in ``public``.
+        """
+        role = _checked_name(name)
+        dbname = dbname or self.dbname
+        self.execute(
+            f'CREATE ROLE "{role}" LOGIN; '
+            f'ALTER ROLE "{role}" SET search_path = "{role}"; '
+            f'CREATE SCHEMA "{role}" AUTHORIZATION "{role}"',
+            dbname=dbname,
+        )
+        return f"postgresql://{role}@127.0.0.1:{self.port}/{_checked_name(dbname)}"
+
+    def drop_user_schema(self, name: str, *, dbname: str | None = None) -> None:
+        """Disconnect role ``name``, then drop its schema (with everything in it) and the role."""
+        role = _checked_name(name)
+        self.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE usename = '{role}' AND pid <> pg_backend_pid()",
+        )
+        self.execute(
+            f'DROP SCHEMA IF EXISTS "{role}" CASCADE; DROP ROLE IF EXISTS "{role}"',
+            dbname=dbname or self.dbname,
+        )
+
     def drop_database(self, name: str) -> None:
         """Drop ``name``, disconnecting any sessions still attached to it."""
         self.execute(f'DROP DATABASE IF EXISTS "{_checked_name(name)}" WITH (FORCE)')
