@@ -1,0 +1,72 @@
+# make demo   – run the store demo on an embedded SQLite file
+# make test   – lint, type-check and run every test tier (SQLite + a throwaway PostgreSQL)
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV  := .venv
+BIN   := $(VENV)/bin
+STAMP := $(VENV)/.install.stamp
+
+# The first python >= 3.10 found, unless PYTHON is given.
+PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; do \
+	command -v $$p >/dev/null 2>&1 && \
+	$$p -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null && { echo $$p; break; }; \
+	done)
+
+.PHONY: help venv demo test lint fmt postgres-binaries clean distclean
+
+help:
+	@echo "make demo       run scripts/demo_store.py on an embedded SQLite store"
+	@echo "make test       ruff, mypy and pytest (SQLite and PostgreSQL tests)"
+	@echo "make lint       ruff check, ruff format --check, mypy"
+	@echo "make fmt        ruff format and ruff check --fix"
+	@echo "make venv       create $(VENV) and install the package with its test extras"
+	@echo "make clean      remove caches, build output and the demo store (keeps $(VENV))"
+	@echo "make distclean  clean, and remove $(VENV)"
+
+venv: $(STAMP)
+
+# Re-installs only when pyproject.toml changes (or the venv is new).
+$(STAMP): pyproject.toml
+	@if [ ! -x $(BIN)/python ]; then \
+		if [ -z "$(PYTHON)" ]; then echo "error: Python >= 3.10 is required (set PYTHON=...)" >&2; exit 1; fi; \
+		echo "creating $(VENV) with $(PYTHON)"; \
+		$(PYTHON) -m venv $(VENV); \
+	fi
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+demo: venv
+	$(BIN)/python scripts/demo_store.py
+
+# The test suite starts its own PostgreSQL server; it needs initdb and pg_ctl.
+postgres-binaries:
+	@if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		exit 0; \
+	fi; \
+	echo "PostgreSQL server binaries not found: installing the postgresql package"; \
+	if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
+	$$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y postgresql
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+fmt: venv
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+# `python -m pytest` (not the pytest script) keeps spawned worker processes light.
+# Exit code 5 means "no tests collected", which is not a failure here.
+test: venv postgres-binaries lint
+	$(BIN)/python -m pytest; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; \
+	exit $$status
+
+clean:
+	rm -rf .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis site build dist *.egg-info $(STAMP)
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)
