@@ -203,6 +203,7 @@ def _postgres_connector(conn_id: str) -> Callable[[], Any]:
 
     def connect() -> Any:
         import psycopg
+        from psycopg.rows import tuple_row
 
         connection = pg_hook.get_conn()
         if not isinstance(connection, psycopg.Connection):
@@ -212,6 +213,9 @@ def _postgres_connector(conn_id: str) -> Callable[[], Any]:
                 f"{type(connection).__module__} connection; the atomic store needs psycopg 3, "
                 "which the provider uses when SQLAlchemy 2 and psycopg are installed"
             )
+        # A "cursor" extra (dictcursor, namedtuplecursor) sets the connection's row
+        # factory; it is meant for the user's own queries, and the store reads tuples.
+        connection.row_factory = tuple_row
         return connection
 
     return connect

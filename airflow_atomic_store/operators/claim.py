@@ -130,13 +130,13 @@ class AtomicClaimOperator(BaseAtomicOperator):
         return self.claimed.map(row_key)
 
     def _claimed_rows_task(self) -> ClaimedRowsOperator:
-        for task in self.downstream_list:
-            if isinstance(task, ClaimedRowsOperator) and task.claim_task_id == self.task_id:
-                return task
-        if self.dag is None:
+        if not self.has_dag():
             raise RuntimeError(
                 f"{self.task_id}: add the claim to a DAG before using .claimed or .claimed_keys"
             )
+        for task in self.downstream_list:
+            if isinstance(task, ClaimedRowsOperator) and task.claim_task_id == self.task_id:
+                return task
         rows = ClaimedRowsOperator(
             task_id=f"{_own_id(self)}_claimed",
             claim_task_id=self.task_id,

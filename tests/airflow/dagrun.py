@@ -1,0 +1,106 @@
+"""Run a DAG defined in a test with ``dag.test()`` and read back what happened.
+
+``dag.test()`` only runs DAGs that are serialised in the metadata DB, and it does
+not raise when a task fails, so this module does both halves: serialise first,
+then collect the run's state, every task instance's state and try number, and
+the XComs, into a plain :class:`DagRunResult` for assertions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+_BUNDLE = "dags-folder"
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    state: str | None
+    try_number: int
+
+
+@dataclass
+class DagRunResult:
+    dag_id: str
+    run_id: str
+    state: str
+    tasks: dict[tuple[str, int], TaskResult]
+    xcoms: dict[tuple[str, int, str], Any] = field(repr=False)
+
+    def state_of(self, task_id: str, map_index: int = -1) -> str | None:
+        return self.tasks[(task_id, map_index)].state
+
+    def try_number_of(self, task_id: str, map_index: int = -1) -> int:
+        return self.tasks[(task_id, map_index)].try_number
+
+    def states(self) -> dict[str, str | None]:
+        """``{task_id: state}`` for unmapped tasks, ``{"task_id[i]": state}`` for mapped ones."""
+        return {
+            (task_id if index < 0 else f"{task_id}[{index}]"): result.state
+            for (task_id, index), result in sorted(self.tasks.items())
+        }
+
+    def mapped_indexes(self, task_id: str) -> list[int]:
+        return sorted(index for (tid, index) in self.tasks if tid == task_id and index >= 0)
+
+    def xcom(self, task_id: str, key: str = "return_value", map_index: int = -1) -> Any:
+        return self.xcoms[(task_id, map_index, key)]
+
+    @property
+    def execution_id(self) -> str:
+        return f"{self.dag_id}/{self.run_id}"
+
+
+def serialise(dag: Any) -> None:
+    """Write ``dag`` to the metadata DB as if the DAG processor had parsed it."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
+    from airflow.serialization.serialized_objects import LazyDeserializedDAG
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        DagBundlesManager().sync_bundles_to_db(session=session)
+    with create_session() as session:
+        update_dag_parsing_results_in_db(
+            bundle_name=_BUNDLE,
+            bundle_version=None,
+            dags=[LazyDeserializedDAG.from_dag(dag)],
+            import_errors={},
+            parse_duration=None,
+            warnings=set(),
+            session=session,
+        )
+
+
+def run_dag_test(dag: Any, *, conf: dict[str, Any] | None = None) -> DagRunResult:
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    serialise(dag)
+    dag_run = dag.test(run_conf=conf)
+    dag_id, run_id = dag_run.dag_id, dag_run.run_id
+    with create_session() as session:
+        tis = session.scalars(
+            select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id)
+        ).all()
+        tasks = {
+            (ti.task_id, ti.map_index): TaskResult(
+                state=_text(ti.state),
+                try_number=ti.try_number,
+            )
+            for ti in tis
+        }
+        rows = session.scalars(XComModel.get_many(run_id=run_id, dag_ids=dag_id)).all()
+        xcoms = {
+            (row.task_id, row.map_index, row.key): XComModel.deserialize_value(row) for row in rows
+        }
+    state = _text(dag_run.state) or "none"
+    return DagRunResult(dag_id=dag_id, run_id=run_id, state=state, tasks=tasks, xcoms=xcoms)
+
+
+def _text(state: Any) -> str | None:
+    """A state enum (or plain string) as its plain string value."""
+    return None if state is None else str(getattr(state, "value", state))

@@ -1,0 +1,161 @@
+"""``AtomicStoreHook`` against real stores, and its connection errors.
+
+Outside a running task, ``BaseHook.get_connection`` reads ``AIRFLOW_CONN_*``
+environment variables, which is how each test defines its connection.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlsplit
+
+import pytest
+
+from airflow_atomic_store import AtomicStoreHook, ConnectionConfigError, SpecError
+from tests.support.postgres_server import PostgresServer
+
+
+def define(monkeypatch: pytest.MonkeyPatch, conn_id: str, value: str | dict) -> None:
+    text = value if isinstance(value, str) else json.dumps(value)
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", text)
+
+
+def test_the_hook_offers_every_verb_of_the_store(store_conn: str) -> None:
+    with AtomicStoreHook(conn_id=store_conn) as hook:
+        hook.put("pending_ops", "op-1", {"status": "pending"})
+        assert hook.get("pending_ops", "op-1") == {"status": "pending"}
+        seeded = hook.atomic_upsert("rate_limits", "api", insert_value={"tokens": 1})
+        assert seeded == {"inserted": True, "value": {"tokens": 1}, "key": "api"}
+        taken = hook.atomic_update(
+            "rate_limits",
+            "api",
+            where=[{"field": "tokens", "operator": "gt", "value": 0}],
+            mutations=[{"field": "tokens", "operation": "increment", "value": -1}],
+        )
+        assert taken == {"updated": True, "value": {"tokens": 0}, "key": "api"}
+        claim = hook.atomic_claim("pending_ops", execution_id="dag/run")
+        assert claim["count"] == 1
+        assert claim["claimed"][0]["value"]["claimedBy"] == "dag/run"
+        assert (
+            hook.query("pending_ops", where={"field": "status", "operator": "eq", "value": "x"})
+            == []
+        )
+        assert hook.delete("pending_ops", "op-1") is True
+        assert hook.get("pending_ops", "op-1") is None
+
+
+def test_the_default_connection_id_is_atomic_store_default(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    define(monkeypatch, "atomic_store_default", store_url)
+    with AtomicStoreHook() as hook:
+        hook.put("t", "k", {"v": 1})
+        assert hook.get_conn().get("t", "k") == {"v": 1}
+
+
+def test_spec_errors_pass_through_the_hook_unchanged(store_conn: str) -> None:
+    with AtomicStoreHook(conn_id=store_conn) as hook, pytest.raises(SpecError, match="limit"):
+        hook.atomic_claim("t", limit=0)
+
+
+def test_test_connection_reports_a_reachable_store(store_conn: str) -> None:
+    ok, message = AtomicStoreHook(conn_id=store_conn).test_connection()
+    assert ok, message
+
+
+def test_test_connection_reports_an_unreachable_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    define(monkeypatch, "down", "postgresql://postgres@127.0.0.1:1/nowhere")
+    ok, message = AtomicStoreHook(conn_id="down").test_connection()
+    assert not ok and "127.0.0.1" in message
+
+
+def test_a_missing_connection_says_how_to_define_it() -> None:
+    hook = AtomicStoreHook(conn_id="no_such_store")
+    with pytest.raises(ConnectionConfigError) as caught:
+        hook.put("t", "k", {})
+    message = str(caught.value)
+    assert "'no_such_store' is not defined" in message
+    assert "AIRFLOW_CONN_NO_SUCH_STORE='sqlite:////abs/path/store.db'" in message
+    assert "airflow connections add no_such_store --conn-uri" in message
+
+
+def test_an_unsupported_connection_type_lists_the_supported_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    define(monkeypatch, "mysql_store", "mysql://user@db:3306/x")
+    with pytest.raises(ConnectionConfigError, match=r"type 'mysql'.*postgres, sqlite"):
+        AtomicStoreHook(conn_id="mysql_store").get_conn()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "sqlite:///relative/store.db",
+        {"conn_type": "sqlite"},
+        {"conn_type": "sqlite", "host": "/abs/a.db", "schema": "/abs/b.db"},
+    ],
+    ids=["relative-path", "no-path", "two-paths"],
+)
+def test_a_sqlite_connection_needs_one_absolute_path(
+    monkeypatch: pytest.MonkeyPatch, value: str | dict
+) -> None:
+    define(monkeypatch, "bad_sqlite", value)
+    with pytest.raises(ConnectionConfigError, match="absolute path") as caught:
+        AtomicStoreHook(conn_id="bad_sqlite").get_conn()
+    assert "AIRFLOW_CONN_BAD_SQLITE='sqlite:////abs/path/store.db'" in str(caught.value)
+
+
+def test_a_sqlite_path_may_be_given_as_the_host(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pytest.TempPathFactory
+) -> None:
+    path = f"{tmp_path}/hosted.db"
+    define(monkeypatch, "hosted", {"conn_type": "sqlite", "host": path})
+    with AtomicStoreHook(conn_id="hosted") as hook:
+        hook.put("t", "k", {"v": 1})
+    with AtomicStoreHook(conn_id="hosted") as again:
+        assert again.get("t", "k") == {"v": 1}
+
+
+@pytest.mark.postgres
+def test_postgres_connections_go_through_the_postgres_provider_with_their_extras(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Extras reach psycopg (application_name), and a dict-row cursor extra does not break us."""
+    url = postgres_server.create_database("hook_extras")
+    try:
+        parts = urlsplit(url)
+        define(
+            monkeypatch,
+            "pg_extras",
+            {
+                "conn_type": "postgres",
+                "host": parts.hostname,
+                "port": parts.port,
+                "login": parts.username,
+                "schema": parts.path.lstrip("/"),
+                "extra": {"application_name": "atomic-hook-test", "cursor": "dictcursor"},
+            },
+        )
+        with AtomicStoreHook(conn_id="pg_extras") as hook:
+            hook.put("t", "k", {"v": 1})
+            assert hook.get("t", "k") == {"v": 1}
+            assert hook.atomic_claim("t", execution_id="d/r")["count"] == 1
+            names = [row["value"] for row in _activity(hook)]
+            assert "atomic-hook-test" in names
+    finally:
+        postgres_server.drop_database("hook_extras")
+
+
+def _activity(hook: AtomicStoreHook) -> list[dict]:
+    """application_name of every session on the hook's database, read through a second hook."""
+    import psycopg
+
+    store_connection = hook.store._backend._connection  # type: ignore[attr-defined]
+    info = store_connection.info
+    with psycopg.connect(
+        host=info.host, port=info.port, user=info.user, dbname=info.dbname
+    ) as conn:
+        rows = conn.execute(
+            "SELECT application_name FROM pg_stat_activity WHERE datname = %s", (info.dbname,)
+        ).fetchall()
+    return [{"value": name} for (name,) in rows]

@@ -1,0 +1,212 @@
+"""Operator construction and template rendering, without a DAG run.
+
+Rendering is checked on both the unmapped path (``render_template_fields``) and
+the mapped one (a ``MappedOperator`` renders through the unmapped operator's
+internal ``_do_render_template_fields``), under both values of the DAG's
+``render_template_as_native_obj``.
+"""
+
+from __future__ import annotations
+
+import datetime
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from airflow.sdk import DAG, TaskGroup
+
+import airflow_atomic_store
+from airflow_atomic_store import (
+    AtomicClaimOperator,
+    AtomicUpdateOperator,
+    AtomicUpsertOperator,
+)
+from airflow_atomic_store.operators import ClaimedRowsOperator
+from airflow_atomic_store.templating import AtomicNamespace
+
+START = datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc)
+GUARD = [{"field": "claimedBy", "operator": "equals", "value": "{{ atomic.execution_id }}"}]
+
+
+def make_dag(native: bool = False, **kwargs: Any) -> DAG:
+    return DAG(
+        "rendering",
+        schedule=None,
+        start_date=START,
+        render_template_as_native_obj=native,
+        params={"batch": 25},
+        **kwargs,
+    )
+
+
+def task_context(dag: DAG, *, map_index: int = -1, conf: dict | None = None) -> dict[str, Any]:
+    dag_run = SimpleNamespace(dag_id=dag.dag_id, run_id="manual__1", conf=conf or {})
+    return {
+        "dag": dag,
+        "dag_run": dag_run,
+        "run_id": dag_run.run_id,
+        "params": {"batch": 25},
+        "ti": SimpleNamespace(map_index=map_index, task=None),
+    }
+
+
+@pytest.fixture(params=[False, True], ids=["string-dag", "native-dag"])
+def native(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+def test_every_spec_argument_is_a_template_field() -> None:
+    assert set(AtomicUpdateOperator.template_fields) >= {
+        "table",
+        "key",
+        "where",
+        "match",
+        "mutations",
+        "return_fields",
+    }
+    assert set(AtomicClaimOperator.template_fields) >= {
+        "table",
+        "where",
+        "match",
+        "mutations",
+        "order_by",
+        "direction",
+        "limit",
+        "return_fields",
+    }
+    assert set(AtomicUpsertOperator.template_fields) >= {
+        "table",
+        "key",
+        "insert_value",
+        "mutations",
+        "return_fields",
+    }
+    for name in ("where", "mutations", "insert_value", "return_fields"):
+        assert AtomicUpdateOperator.template_fields_renderers[name] == "json"
+
+
+def test_constructors_are_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        AtomicUpdateOperator("t", "k", [])  # type: ignore[misc]
+
+
+def test_operators_are_importable_from_every_documented_path() -> None:
+    from airflow_atomic_store import operators
+    from airflow_atomic_store.hooks import AtomicStoreHook
+    from airflow_atomic_store.operators import atomic
+
+    for name in ("AtomicUpdateOperator", "AtomicClaimOperator", "AtomicUpsertOperator"):
+        assert getattr(airflow_atomic_store, name) is getattr(operators, name)
+        assert getattr(atomic, name) is getattr(operators, name)
+    assert airflow_atomic_store.AtomicStoreHook is AtomicStoreHook
+
+
+def test_defaults_follow_the_spec() -> None:
+    claim = AtomicClaimOperator(task_id="drain", table="pending_ops")
+    assert (claim.conn_id, claim.where, claim.match, claim.mutations) == (
+        "atomic_store_default",
+        None,
+        "all",
+        None,
+    )
+    assert (claim.order_by, claim.direction, claim.limit) == ("createdAt", "asc", 10)
+    assert claim.short_circuit is False and claim.return_fields is None
+    upsert = AtomicUpsertOperator(task_id="seed", table="t", key="k", insert_value={})
+    assert upsert.mutations == ()
+
+
+def test_unmapped_rendering_keeps_lone_expressions_native(native: bool) -> None:
+    with make_dag(native) as dag:
+        op = AtomicClaimOperator(
+            task_id="drain",
+            table="queue-{{ dag_run.conf['queue'] }}",
+            where=[
+                {"field": "claimedAt", "operator": "lt", "value": "{{ atomic.ago(minutes=5) }}"},
+                {"field": "size", "operator": "lte", "value": "{{ dag_run.conf['size'] }}"},
+                {"field": "code", "operator": "equals", "value": "{{ dag_run.conf['code'] }}"},
+            ],
+            mutations=[
+                {"field": "claimedAt", "operation": "set", "value": "{{ atomic.now }}"},
+                {"field": "claimedBy", "operation": "set", "value": "{{ atomic.execution_id }}"},
+                {"field": "tags", "operation": "set", "value": "{{ dag_run.conf['tags'] }}"},
+            ],
+            limit="{{ params.batch }}",  # type: ignore[arg-type]
+        )
+    context = task_context(dag, conf={"queue": 7, "size": 3, "code": "007", "tags": ["a", "b"]})
+    op.render_template_fields(context)  # type: ignore[arg-type]
+    atomic = context["atomic"]
+    assert isinstance(atomic, AtomicNamespace)
+    assert op.table == "queue-7"
+    assert op.limit == 25
+    assert op.where == [
+        {"field": "claimedAt", "operator": "lt", "value": atomic.ago(minutes=5)},
+        {"field": "size", "operator": "lte", "value": 3},
+        {"field": "code", "operator": "equals", "value": "007"},
+    ]
+    assert op.mutations == [
+        {"field": "claimedAt", "operation": "set", "value": atomic.now},
+        {"field": "claimedBy", "operation": "set", "value": "rendering/manual__1"},
+        {"field": "tags", "operation": "set", "value": ["a", "b"]},
+    ]
+
+
+def test_all_fields_of_one_task_see_the_same_instant() -> None:
+    with make_dag() as dag:
+        op = AtomicUpsertOperator(
+            task_id="seed",
+            table="t",
+            key="{{ atomic.now }}",
+            insert_value={"at": "{{ atomic.now }}", "later": "{{ atomic.now }}"},
+        )
+    op.render_template_fields(task_context(dag))  # type: ignore[arg-type]
+    assert op.key == op.insert_value["at"] == op.insert_value["later"]
+
+
+def test_mapped_rendering_gets_the_namespace_and_native_values(native: bool) -> None:
+    with make_dag(native) as dag:
+        mapped = AtomicUpdateOperator.partial(
+            task_id="mark_done",
+            table="pending_ops",
+            where=GUARD,
+            mutations=[{"field": "attempts", "operation": "increment", "value": "{{ 1 }}"}],
+        ).expand(key=["op-1", "op-2", "op-3"])
+    context = task_context(dag, map_index=1)
+    mapped.render_template_fields(context)  # type: ignore[arg-type]
+    unmapped = context["task"]
+    assert isinstance(unmapped, AtomicUpdateOperator)
+    assert unmapped.key == "op-2"
+    assert unmapped.where == [
+        {"field": "claimedBy", "operator": "equals", "value": "rendering/manual__1"}
+    ]
+    assert unmapped.mutations == [{"field": "attempts", "operation": "increment", "value": 1}]
+
+
+def test_claimed_adds_one_republishing_task_after_the_claim() -> None:
+    with make_dag():
+        drain = AtomicClaimOperator(task_id="drain", table="pending_ops")
+        rows, keys = drain.claimed, drain.claimed_keys
+    assert rows.operator is keys.arg.operator  # type: ignore[attr-defined]
+    helper = rows.operator
+    assert isinstance(helper, ClaimedRowsOperator)
+    assert helper.task_id == "drain_claimed"
+    assert helper.upstream_task_ids == {"drain"}
+    assert [t.task_id for t in drain.downstream_list] == ["drain_claimed"]
+
+
+def test_claimed_inside_a_task_group_stays_in_the_group() -> None:
+    with make_dag(), TaskGroup("dispatch"):
+        drain = AtomicClaimOperator(task_id="drain", table="pending_ops")
+        helper = drain.claimed.operator
+    assert drain.task_id == "dispatch.drain"
+    assert helper.task_id == "dispatch.drain_claimed"
+
+
+def test_claimed_needs_a_dag() -> None:
+    drain = AtomicClaimOperator(task_id="drain", table="pending_ops")
+    with pytest.raises(RuntimeError, match="add the claim to a DAG"):
+        _ = drain.claimed
+
+
+def test_only_a_short_circuiting_operator_can_skip_downstream_tasks() -> None:
+    assert AtomicClaimOperator(task_id="a", table="t", short_circuit=True).inherits_from_skipmixin
+    assert not AtomicClaimOperator(task_id="b", table="t").inherits_from_skipmixin
