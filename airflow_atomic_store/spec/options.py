@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from airflow_atomic_store.exceptions import SpecError
+from airflow_atomic_store.spec.values import check_text
 
 OrderColumn = Literal["created_at", "record_timestamp"]
 Direction = Literal["asc", "desc"]
@@ -77,8 +78,7 @@ def project(value: dict[str, Any] | None, fields: tuple[str, ...] | None) -> dic
 def parse_table(table: Any) -> str:
     if not isinstance(table, str) or not table:
         raise SpecError("table", f"must be a non-empty string, got {table!r}")
-    if "\x00" in table:
-        raise SpecError("table", "must not contain the NUL character")
+    check_text(table, "table", "table names")
     return table
 
 
@@ -88,6 +88,5 @@ def parse_key(key: Any) -> str:
     key = str(key)
     if not key:
         raise SpecError("key", "must not be empty")
-    if "\x00" in key:
-        raise SpecError("key", "must not contain the NUL character")
+    check_text(key, "key", "keys")
     return key

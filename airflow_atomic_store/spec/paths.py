@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from airflow_atomic_store.exceptions import SpecError
+from airflow_atomic_store.spec.values import check_text
 
 #: Largest array index accepted: PostgreSQL's ``jsonb -> int`` takes an int4.
 MAX_INDEX: Final = 2**31 - 1
@@ -68,6 +69,7 @@ def parse_path(text: object, *, field: str) -> FieldPath:
         raise SpecError(field, f"a field path must be a string, got {type(text).__name__}")
     if not text:
         raise SpecError(field, "a field path must not be empty")
+    check_text(text, field, "field paths")
     first = _FIRST.match(text)
     if first is None:
         raise SpecError(field, f"invalid field path {text!r}: it must start with a field name")

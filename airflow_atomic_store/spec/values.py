@@ -56,8 +56,7 @@ def check_json(value: Any, field: str) -> Any:
             raise SpecError(field, f"{value!r} is not a finite number")
         return value
     if isinstance(value, str):
-        if "\x00" in value:
-            raise SpecError(field, "strings must not contain the NUL character")
+        check_text(value, field, "strings")
         return value
     if isinstance(value, (list, tuple)):
         return [check_json(item, f"{field}[{i}]") for i, item in enumerate(value)]
@@ -66,11 +65,19 @@ def check_json(value: Any, field: str) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise SpecError(field, f"object keys must be strings, got {key!r}")
-            if "\x00" in key:
-                raise SpecError(field, "object keys must not contain the NUL character")
+            check_text(key, field, "object keys")
             checked[key] = check_json(item, f"{field}.{key}")
         return checked
     raise SpecError(field, f"{type(value).__name__} is not a JSON value")
+
+
+def check_text(text: str, field: str, what: str) -> None:
+    if "\x00" in text:
+        raise SpecError(field, f"{what} must not contain the NUL character")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SpecError(field, f"{what} must be valid Unicode (no lone surrogates)") from None
 
 
 def check_object(value: Any, field: str) -> dict[str, Any]:

@@ -55,9 +55,16 @@ def path_sql(segments: tuple[Segment, ...]) -> PathSQL:
     return PathSQL(json=extract, text=extract, type=f"json_type(r.value, {path})", literal=path)
 
 
-def json_equal_sql(left: str | None, right: str | None) -> bool:
-    """The ``atomic_store_json_equal`` SQL function: deep equality of JSON texts."""
-    if left is None or right is None:
+def json_equal_sql(left: object, right: object) -> bool:
+    """The ``atomic_store_json_equal`` SQL function: deep equality of JSON texts.
+
+    SQLite may evaluate it before the ``json_type`` guard beside it, on a
+    scalar that ``json_extract`` already unwrapped; only texts of containers
+    can be equal here, so anything else is simply not equal.
+    """
+    if not isinstance(left, str) or not isinstance(right, str):
+        return False
+    if left[:1] not in ("{", "[") or right[:1] not in ("{", "["):
         return False
     return json_equal(json.loads(left), json.loads(right))
 
