@@ -24,6 +24,7 @@ from airflow_atomic_store.spec import (
     parse_match,
     parse_mutations,
     parse_ordering,
+    parse_path,
     parse_return_fields,
     parse_table,
     parse_where,
@@ -245,6 +246,49 @@ class AtomicStore:
         fields = parse_return_fields(return_fields)
         inserted, result = self._backend.upsert(table, key, value, parsed)
         return {"inserted": inserted, "value": project(result, fields), "key": key}
+
+    # -- indexes -------------------------------------------------------------
+
+    def ensure_claim_index(self, fields: Sequence[str], *, order_by: str = "createdAt") -> str:
+        """Index the fields a queue is claimed by, so claims stay fast as it grows.
+
+        A claim marks rows in place, so without this index every claim steps
+        over all the rows already consumed. Declare the fields your claim
+        filters on with ``equals``/``in`` (e.g. ``["status"]``) and the order it
+        uses; one index serves every logical table. Idempotent and safe to call
+        from many workers at once; on PostgreSQL it is built ``CONCURRENTLY``,
+        so writers are not blocked. Returns the index name.
+        """
+        if isinstance(fields, str):
+            fields = [fields]
+        paths = tuple(parse_path(field, field=f"fields[{i}]") for i, field in enumerate(fields))
+        if not paths:
+            raise SpecError("fields", "name at least one field the claim filters on")
+        column = parse_ordering(order_by, "asc").column
+        return self._backend.ensure_claim_index(paths, column)
+
+    def explain_claim(
+        self,
+        table: str,
+        *,
+        where: Any = None,
+        match: str = "all",
+        order_by: str = "createdAt",
+        direction: str = "asc",
+        limit: int = 10,
+    ) -> str:
+        """The database's query plan for a claim's row selection (nothing is claimed).
+
+        Use it to check that a claim uses the index from
+        :meth:`ensure_claim_index` instead of scanning consumed rows.
+        """
+        return self._backend.explain_claim(
+            parse_table(table),
+            parse_where(where),
+            parse_match(match),
+            parse_ordering(order_by, direction),
+            parse_limit(limit, CLAIM_LIMIT),
+        )
 
     # -- lifecycle -----------------------------------------------------------
 

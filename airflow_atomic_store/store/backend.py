@@ -6,17 +6,25 @@ everything they raise is about the database, not the spec.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from airflow_atomic_store.exceptions import SpecError
-from airflow_atomic_store.spec import Condition, Mutation, Ordering
+from airflow_atomic_store.spec import Condition, FieldPath, Mutation, Ordering
+from airflow_atomic_store.spec.options import OrderColumn
 
 Row = tuple[str, dict[str, Any]]
 
 DEFAULT_STORAGE_TABLE = "atomic_store_rows"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
+
+
+def claim_index_name(storage_table: str, fields: Sequence[FieldPath], column: str) -> str:
+    """A stable name (at most 63 characters) for one claim index shape."""
+    shape = repr(([field.segments for field in fields], column)).encode()
+    return f"{storage_table}_claim_{hashlib.sha256(shape).hexdigest()[:8]}"
 
 
 def check_storage_table(name: str) -> str:
@@ -76,6 +84,16 @@ class Backend(Protocol):
         mutations: Sequence[Mutation],
     ) -> tuple[bool, dict[str, Any]]:
         """``(inserted, resulting value)``."""
+        ...
+
+    def explain_claim(
+        self, table: str, where: Sequence[Condition], match: str, ordering: Ordering, limit: int
+    ) -> str:
+        """The database's plan for the claim's row selection."""
+        ...
+
+    def ensure_claim_index(self, fields: Sequence[FieldPath], column: OrderColumn) -> str:
+        """Create (once, concurrency-safe) the index a claim on ``fields`` can use."""
         ...
 
     def close(self) -> None: ...

@@ -12,6 +12,7 @@ insert from an update.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -26,11 +27,12 @@ from airflow_atomic_store.exceptions import (
     MutationError,
     StoreUnavailableError,
 )
-from airflow_atomic_store.spec import Condition, Mutation, Ordering
-from airflow_atomic_store.store.backend import Row, check_storage_table
+from airflow_atomic_store.spec import Condition, FieldPath, Mutation, Ordering
+from airflow_atomic_store.spec.options import OrderColumn
+from airflow_atomic_store.store.backend import Row, check_storage_table, claim_index_name
 from airflow_atomic_store.store.compiler import WhereCompiler
 from airflow_atomic_store.store.dialects import postgres_schema as schema
-from airflow_atomic_store.store.dialects.postgres_where import PostgresWhere
+from airflow_atomic_store.store.dialects.postgres_where import PostgresWhere, path_sql
 
 Connect = Callable[[], psycopg.Connection[Any]]
 
@@ -133,6 +135,39 @@ class PostgresBackend:
                 self._connection.close()
                 self._connection = None
 
+    # -- claim indexes ------------------------------------------------------
+
+    def ensure_claim_index(self, fields: Sequence[FieldPath], column: OrderColumn) -> str:
+        """``CREATE INDEX CONCURRENTLY`` on ``(table_name, <fields>, column, key)``.
+
+        The expressions are built by the same code as the claim filter, so the
+        planner matches them. Writers are never blocked. Concurrent callers
+        take turns on a session advisory lock polled with ``pg_try_`` (a
+        blocking wait would hold a snapshot that the concurrent build waits
+        for); an invalid index left by an interrupted build is rebuilt.
+        """
+        name = claim_index_name(self._table_name, fields, column)
+        expressions = ", ".join(path_sql(f.segments, root="value").json for f in fields)
+        create = (
+            f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {sql.Identifier(name).as_string(None)} "
+            f"ON {self._table} (table_name, {expressions}, {column}, key)"
+        )
+        lock_id = schema.SCHEMA_LOCK_ID + 1
+        with self._cursor() as cur:
+            while not cur.execute("SELECT pg_try_advisory_lock(%s)", (lock_id,)).fetchone()[0]:  # type: ignore[index]
+                time.sleep(0.05)
+            try:
+                valid = cur.execute(_INDEX_VALID, (name,)).fetchone()
+                if valid is not None and not valid[0]:
+                    cur.execute(
+                        f"DROP INDEX CONCURRENTLY IF EXISTS {sql.Identifier(name).as_string(None)}".encode()
+                    )
+                if valid is None or not valid[0]:
+                    cur.execute(create.encode())
+            finally:
+                cur.execute("SELECT pg_advisory_unlock(%s)", (lock_id,))
+        return name
+
     # -- statements ---------------------------------------------------------
 
     def _build_statement(
@@ -209,6 +244,14 @@ class PostgresBackend:
         rows.sort(key=lambda row: (row[2], row[0]), reverse=ordering.direction == "desc")
         return [(key, value) for key, value, _ in rows]
 
+    def explain_claim(
+        self, table: str, where: Sequence[Condition], match: str, ordering: Ordering, limit: int
+    ) -> str:
+        statement, params = self._compile("explain_claim", where, match, ordering)
+        with self._cursor() as cur:
+            rows = cur.execute(statement, (table, *params, limit)).fetchall()
+        return "\n".join(row[0] for row in rows)
+
     def upsert(
         self, table: str, key: str, insert_value: dict[str, Any], mutations: Sequence[Mutation]
     ) -> tuple[bool, dict[str, Any]]:
@@ -226,6 +269,18 @@ class PostgresBackend:
 def _mutations_param(mutations: Sequence[Mutation]) -> Jsonb:
     return Jsonb([mutation.to_json() for mutation in mutations])
 
+
+_INDEX_VALID = (
+    "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+    "WHERE c.relname = %s AND pg_table_is_visible(c.oid)"
+)
+
+#: The claim's selection: shared by the claim itself and ``explain_claim``.
+_PICK = (
+    "SELECT r.key, r.{order_column} AS claim_order "
+    "FROM {table} AS r WHERE r.table_name = %s AND {where} "
+    "ORDER BY {order} LIMIT %s FOR UPDATE SKIP LOCKED"
+)
 
 _STATEMENTS = {
     "put": (
@@ -245,15 +300,13 @@ _STATEMENTS = {
         "WHERE r.table_name = %s AND r.key = %s AND {where} RETURNING r.value"
     ),
     "claim": (
-        "WITH picked AS MATERIALIZED ("
-        "SELECT r.key, r.{order_column} AS claim_order "
-        "FROM {table} AS r WHERE r.table_name = %s AND {where} "
-        "ORDER BY {order} LIMIT %s FOR UPDATE SKIP LOCKED) "
+        f"WITH picked AS MATERIALIZED ({_PICK}) "
         "UPDATE {table} AS t SET value = {apply}(t.value, %s), "
         "record_timestamp = clock_timestamp() "
         "FROM picked WHERE t.table_name = %s AND t.key = picked.key "
         "RETURNING t.key, t.value, picked.claim_order"
     ),
+    "explain_claim": f"EXPLAIN {_PICK}",
     "seed": (
         "INSERT INTO {table} AS t (table_name, key, value) VALUES (%s, %s, %s) "
         "ON CONFLICT (table_name, key) DO UPDATE SET value = t.value "

@@ -30,9 +30,10 @@ def literal(value: str | int) -> str:
     return sql.Literal(value).as_string(None).replace("%", "%%")
 
 
-def path_sql(segments: tuple[Segment, ...]) -> PathSQL:
+def path_sql(segments: tuple[Segment, ...], root: str = "r.value") -> PathSQL:
+    """``root`` is the rows table's ``value`` column as the statement names it."""
     hops = [literal(segment) for segment in segments]
-    parent = "r.value" + "".join(f" -> {hop}" for hop in hops[:-1])
+    parent = root + "".join(f" -> {hop}" for hop in hops[:-1])
     json_expr = f"({parent} -> {hops[-1]})"
     return PathSQL(
         json=json_expr,

@@ -21,11 +21,16 @@ from typing import Any
 
 from airflow_atomic_store import timestamps
 from airflow_atomic_store.exceptions import AtomicStoreError, StoreUnavailableError
-from airflow_atomic_store.spec import Condition, Mutation, Ordering, apply
+from airflow_atomic_store.spec import Condition, FieldPath, Mutation, Ordering, apply
+from airflow_atomic_store.spec.options import OrderColumn
 from airflow_atomic_store.spec.values import dumps
-from airflow_atomic_store.store.backend import Row, check_storage_table
+from airflow_atomic_store.store.backend import Row, check_storage_table, claim_index_name
 from airflow_atomic_store.store.compiler import WhereCompiler
-from airflow_atomic_store.store.dialects.sqlite_where import SqliteWhere, register_functions
+from airflow_atomic_store.store.dialects.sqlite_where import (
+    SqliteWhere,
+    path_sql,
+    register_functions,
+)
 
 DEFAULT_BUSY_TIMEOUT = 60.0
 
@@ -41,6 +46,11 @@ CREATE TABLE IF NOT EXISTS {table} (
 CREATE INDEX IF NOT EXISTS {table}_created_idx ON {table} (table_name, created_at, key);
 CREATE INDEX IF NOT EXISTS {table}_record_idx ON {table} (table_name, record_timestamp, key);
 """
+
+_SELECT = (
+    "SELECT r.key, r.value FROM {table} AS r WHERE r.table_name = ? AND {where} "
+    "ORDER BY {order} LIMIT ?"
+)
 
 _STATEMENTS = {
     "get": "SELECT value FROM {table} WHERE table_name = ? AND key = ?",
@@ -60,10 +70,8 @@ _STATEMENTS = {
     "guarded": (
         "SELECT r.value FROM {table} AS r WHERE r.table_name = ? AND r.key = ? AND {where}"
     ),
-    "select": (
-        "SELECT r.key, r.value FROM {table} AS r WHERE r.table_name = ? AND {where} "
-        "ORDER BY {order} LIMIT ?"
-    ),
+    "select": _SELECT,
+    "explain_claim": f"EXPLAIN QUERY PLAN {_SELECT}",
 }
 
 
@@ -151,8 +159,27 @@ class SqliteBackend:
                 self._connection.close()
                 self._connection = None
 
+    def ensure_claim_index(self, fields: Sequence[FieldPath], column: OrderColumn) -> str:
+        """An index on ``(table_name, <fields>, column, key)`` for claim filters."""
+        name = claim_index_name(self._table, fields, column)
+        expressions = ", ".join(path_sql(f.segments, root="value").json for f in fields)
+        with self._transaction() as connection:
+            connection.execute(
+                f"CREATE INDEX IF NOT EXISTS {name} "
+                f"ON {self._table} (table_name, {expressions}, {column}, key)"
+            )
+        return name
+
     def _build_statement(self, kind: str, where_sql: str = "", order_sql: str = "") -> str:
         return _STATEMENTS[kind].format(table=self._table, where=where_sql, order=order_sql)
+
+    def _compile_select(
+        self, kind: str, where: Sequence[Condition], match: str, ordering: Ordering
+    ) -> tuple[str, list[Any]]:
+        where_sql, params = self._where.compile(where, match)
+        direction = ordering.direction.upper()
+        order_sql = f"r.{ordering.column} {direction}, r.key {direction}"
+        return self._statement(kind, where_sql, order_sql), params
 
     def _select(
         self,
@@ -163,12 +190,17 @@ class SqliteBackend:
         ordering: Ordering,
         limit: int,
     ) -> list[Row]:
-        where_sql, params = self._where.compile(where, match)
-        direction = ordering.direction.upper()
-        order_sql = f"r.{ordering.column} {direction}, r.key {direction}"
-        statement = self._statement("select", where_sql, order_sql)
+        statement, params = self._compile_select("select", where, match, ordering)
         rows = connection.execute(statement, (table, *params, limit)).fetchall()
         return [(key, json.loads(value)) for key, value in rows]
+
+    def explain_claim(
+        self, table: str, where: Sequence[Condition], match: str, ordering: Ordering, limit: int
+    ) -> str:
+        statement, params = self._compile_select("explain_claim", where, match, ordering)
+        with self._transaction(write=False) as connection:
+            rows = connection.execute(statement, (table, *params, limit)).fetchall()
+        return "\n".join(str(row[-1]) for row in rows)
 
     # -- primitives ---------------------------------------------------------
 

@@ -47,12 +47,12 @@ def json_path(segments: tuple[Segment, ...]) -> str:
     return path
 
 
-def path_sql(segments: tuple[Segment, ...]) -> PathSQL:
+def path_sql(segments: tuple[Segment, ...], root: str = "r.value") -> PathSQL:
     # ``r`` is the rows table's alias in every statement: json_each has a
     # ``value`` column of its own that would otherwise shadow ours.
     path = literal(json_path(segments))
-    extract = f"json_extract(r.value, {path})"
-    return PathSQL(json=extract, text=extract, type=f"json_type(r.value, {path})", literal=path)
+    extract = f"json_extract({root}, {path})"
+    return PathSQL(json=extract, text=extract, type=f"json_type({root}, {path})", literal=path)
 
 
 def json_equal_sql(left: object, right: object) -> bool:
