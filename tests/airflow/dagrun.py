@@ -104,3 +104,19 @@ def run_dag_test(dag: Any, *, conf: dict[str, Any] | None = None) -> DagRunResul
 def _text(state: Any) -> str | None:
     """A state enum (or plain string) as its plain string value."""
     return None if state is None else str(getattr(state, "value", state))
+
+
+def new_dag(dag_id: str, **kwargs: Any) -> Any:
+    """A manually triggered DAG with no retries unless the test asks for them."""
+    import datetime
+
+    from airflow.sdk import DAG
+
+    kwargs.setdefault("default_args", {"retries": 0})
+    return DAG(
+        dag_id,
+        schedule=None,
+        start_date=datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc),
+        catchup=False,
+        **kwargs,
+    )

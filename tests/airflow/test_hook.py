@@ -7,6 +7,7 @@ environment variables, which is how each test defines its connection.
 from __future__ import annotations
 
 import json
+import os
 from urllib.parse import urlsplit
 
 import pytest
@@ -121,7 +122,8 @@ def test_postgres_connections_go_through_the_postgres_provider_with_their_extras
     postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Extras reach psycopg (application_name), and a dict-row cursor extra does not break us."""
-    url = postgres_server.create_database("hook_extras")
+    role = f"hook_extras_{os.getpid()}"
+    url = postgres_server.create_user_schema(role)
     try:
         parts = urlsplit(url)
         define(
@@ -143,7 +145,7 @@ def test_postgres_connections_go_through_the_postgres_provider_with_their_extras
             names = [row["value"] for row in _activity(hook)]
             assert "atomic-hook-test" in names
     finally:
-        postgres_server.drop_database("hook_extras")
+        postgres_server.drop_user_schema(role)
 
 
 def _activity(hook: AtomicStoreHook) -> list[dict]:

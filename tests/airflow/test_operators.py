@@ -87,7 +87,7 @@ def test_every_spec_argument_is_a_template_field() -> None:
 
 def test_constructors_are_keyword_only() -> None:
     with pytest.raises(TypeError):
-        AtomicUpdateOperator("t", "k", [])  # type: ignore[misc]
+        AtomicUpdateOperator("t", "k", [])  # type: ignore[call-arg, arg-type]
 
 
 def test_operators_are_importable_from_every_documented_path() -> None:
@@ -186,7 +186,7 @@ def test_claimed_adds_one_republishing_task_after_the_claim() -> None:
         drain = AtomicClaimOperator(task_id="drain", table="pending_ops")
         rows, keys = drain.claimed, drain.claimed_keys
     assert rows.operator is keys.arg.operator  # type: ignore[attr-defined]
-    helper = rows.operator
+    helper = rows.operator  # type: ignore[attr-defined]
     assert isinstance(helper, ClaimedRowsOperator)
     assert helper.task_id == "drain_claimed"
     assert helper.upstream_task_ids == {"drain"}
@@ -196,7 +196,7 @@ def test_claimed_adds_one_republishing_task_after_the_claim() -> None:
 def test_claimed_inside_a_task_group_stays_in_the_group() -> None:
     with make_dag(), TaskGroup("dispatch"):
         drain = AtomicClaimOperator(task_id="drain", table="pending_ops")
-        helper = drain.claimed.operator
+        helper = drain.claimed.operator  # type: ignore[attr-defined]
     assert drain.task_id == "dispatch.drain"
     assert helper.task_id == "dispatch.drain_claimed"
 
