@@ -16,6 +16,7 @@ failure raises ``PostgresServerError`` carrying the tail of the server log.
 
 from __future__ import annotations
 
+import atexit
 import glob
 import os
 import re
@@ -134,6 +135,7 @@ class PostgresServer:
         first_start = self.directory is None
         if first_start:
             self._init_cluster()
+            atexit.register(self.stop)  # no stray server if the owner forgets (or is interrupted)
         self._start_with_free_port()
         if first_start:
             self.create_database(self.dbname)
