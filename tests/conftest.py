@@ -12,12 +12,17 @@
                   functions are private to the test (a few ms; CREATE DATABASE costs ~0.5 s
                   on a busy 2-core machine). Schema and role are dropped at teardown.
 ``store``         ``AtomicStore(store_url)``, closed at teardown.
+
+The terminal summary ends with one line per backend (how many tests passed,
+failed, were skipped), so a run shows that both backends really ran. Under
+``CI`` a skipped PostgreSQL test fails the session.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -80,3 +85,57 @@ def store(store_url: str) -> Iterator[AtomicStore]:
 
     with AtomicStore(store_url) as opened:
         yield opened
+
+
+# -- per-backend summary ------------------------------------------------------------------
+
+_backend_of: dict[str, str] = {}
+_outcome_of: dict[str, str] = {}
+_SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "backend" in callspec.params:
+            _backend_of[item.nodeid] = str(callspec.params["backend"])
+        elif item.get_closest_marker("postgres") is not None:
+            _backend_of[item.nodeid] = "postgres"
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.nodeid not in _backend_of:
+        return
+    if report.failed:
+        outcome = "failed" if report.when == "call" else "error"
+    elif report.skipped:
+        outcome = "skipped"
+    elif report.when == "call":
+        outcome = "passed"
+    else:
+        return
+    previous = _outcome_of.get(report.nodeid, "passed")
+    _outcome_of[report.nodeid] = max(previous, outcome, key=_SEVERITY.__getitem__)
+
+
+def _counts(backend: str) -> Counter[str]:
+    return Counter(
+        outcome for nodeid, outcome in _outcome_of.items() if _backend_of[nodeid] == backend
+    )
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _outcome_of:
+        return
+    terminalreporter.section("backends")
+    for backend in ("sqlite", "postgres"):
+        counts = _counts(backend)
+        text = ", ".join(f"{counts[o]} {o}" for o in _SEVERITY if counts[o]) or "no tests ran"
+        terminalreporter.write_line(f"{backend:>9}: {text}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    skipped = _counts("postgres")["skipped"]
+    if os.environ.get("CI") and skipped and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print(f"\nCI: {skipped} PostgreSQL test(s) were skipped; PostgreSQL is never skipped in CI")
