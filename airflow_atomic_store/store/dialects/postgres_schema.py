@@ -90,8 +90,11 @@ BEGIN
     FOR segment IN SELECT s FROM jsonb_array_elements(path) AS p(s) LOOP
         IF jsonb_typeof(segment) = 'string' THEN
             doc := doc -> (segment #>> '{}');
-        ELSE
+        ELSIF jsonb_typeof(doc) = 'array' THEN
+            -- only arrays: on a scalar, "-> 0" would return the scalar itself
             doc := doc -> (segment::integer);
+        ELSE
+            RETURN NULL;
         END IF;
         EXIT WHEN doc IS NULL;
     END LOOP;
@@ -106,6 +109,7 @@ DECLARE
     a numeric;
     b numeric := delta::numeric;
     total numeric;
+    total_text text;
 BEGIN
     IF current IS NULL OR jsonb_typeof(current) = 'null' THEN
         a := 0;
@@ -125,7 +129,13 @@ BEGIN
         RETURN to_jsonb(total);
     END IF;
     BEGIN
-        RETURN to_jsonb(a::float8 + b::float8);
+        -- float8's text is the shortest exact form, as Python writes it; a
+        -- whole number gets Python's ".0" so it reads back as a float.
+        total_text := (a::float8 + b::float8)::text;
+        IF total_text ~ '^-?[0-9]+$' THEN
+            total_text := total_text || '.0';
+        END IF;
+        RETURN total_text::jsonb;
     EXCEPTION WHEN numeric_value_out_of_range THEN
         RETURN atomic_store_fail_v1(field, 'increment result is not a finite number');
     END;

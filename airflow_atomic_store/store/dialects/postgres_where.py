@@ -30,16 +30,42 @@ def literal(value: str | int) -> str:
     return sql.Literal(value).as_string(None).replace("%", "%%")
 
 
+def jsonpath_literal(segments: tuple[Segment, ...]) -> str:
+    """A strict SQL/JSON path for segments that include an array index."""
+    path = "strict $"
+    for segment in segments:
+        if isinstance(segment, int):
+            path += f"[{segment}]"
+        else:
+            path += '."' + segment.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return literal(path)
+
+
 def path_sql(segments: tuple[Segment, ...], root: str = "r.value") -> PathSQL:
-    """``root`` is the rows table's ``value`` column as the statement names it."""
-    hops = [literal(segment) for segment in segments]
-    parent = root + "".join(f" -> {hop}" for hop in hops[:-1])
-    json_expr = f"({parent} -> {hops[-1]})"
+    """SQL for the value at a path; ``root`` names the rows table's ``value`` column.
+
+    Key-only paths are a plain ``->`` chain, the form an expression index
+    such as ``(value -> 'status')`` matches. ``->`` with an integer is not
+    usable for array indexes: on a scalar, ``-> 0`` returns the scalar itself.
+    Paths with an index therefore use a strict SQL/JSON path evaluated
+    silently, which yields NULL whenever a step does not exist.
+    """
+    if all(isinstance(segment, str) for segment in segments):
+        hops = [literal(segment) for segment in segments]
+        parent = root + "".join(f" -> {hop}" for hop in hops[:-1])
+        json_expr = f"({parent} -> {hops[-1]})"
+        text_expr = f"({parent} ->> {hops[-1]})"
+    else:
+        json_expr = (
+            f"jsonb_path_query_first({root}, {jsonpath_literal(segments)}::jsonpath, "
+            "'{}'::jsonb, true)"
+        )
+        text_expr = f"({json_expr} #>> '{{}}')"
     return PathSQL(
         json=json_expr,
-        text=f"({parent} ->> {hops[-1]})",
-        type=f"jsonb_typeof{json_expr}",
-        literal=", ".join(hops),
+        text=text_expr,
+        type=f"jsonb_typeof({json_expr})",
+        literal=json_expr,
     )
 
 

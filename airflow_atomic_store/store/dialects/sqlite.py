@@ -152,6 +152,8 @@ class SqliteBackend:
                 raise AtomicStoreError(f"SQLite store error: {exc}") from exc
             except sqlite3.Error as exc:
                 raise AtomicStoreError(f"SQLite store error: {exc}") from exc
+            except OSError as exc:  # the store file's directory cannot be created
+                raise StoreUnavailableError(f"SQLite store unavailable: {exc}") from exc
 
     def close(self) -> None:
         with self._lock:
