@@ -7,10 +7,10 @@ must not import Airflow, the hook or the store.
 from __future__ import annotations
 
 import importlib.util
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 PACKAGE_NAME = "airflow-atomic-store"  # must equal the distribution name exactly
-VERSION = "0.1.0"
 INTEGRATION = "Atomic Store"
 HOOK_CLASS = "airflow_atomic_store.hooks.atomic_store.AtomicStoreHook"
 
@@ -24,7 +24,7 @@ def get_provider_info() -> dict[str, Any]:
             "concurrent DAG runs, mapped tasks and workers coordinate through shared rows "
             "without races."
         ),
-        "versions": [VERSION],
+        "versions": [_installed_version()],
         "integrations": [{"integration-name": INTEGRATION, "tags": ["software"]}],
         "hooks": [
             {
@@ -44,6 +44,13 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "connection-types": _connection_types(),
     }
+
+
+def _installed_version() -> str:
+    try:
+        return version(PACKAGE_NAME)
+    except PackageNotFoundError:  # imported from a source tree that is not installed
+        return "0+unknown"
 
 
 def _connection_types() -> list[dict[str, Any]]:

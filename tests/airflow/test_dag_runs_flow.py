@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from airflow.sdk import task
 
 from airflow_atomic_store import (
@@ -59,7 +60,11 @@ def test_a_branch_follows_the_upsert_result_so_each_event_is_processed_once(
 
 
 def test_short_circuit_skips_downstream_only_once_the_token_bucket_is_empty(
-    run_dag: RunDag, store_conn: str, store_url: str, dag_id: str
+    run_dag: RunDag,
+    store_conn: str,
+    store_url: str,
+    dag_id: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     with new_dag(dag_id) as dag:
         seed = AtomicUpsertOperator(
@@ -89,6 +94,7 @@ def test_short_circuit_skips_downstream_only_once_the_token_bucket_is_empty(
 
     with_token = run_dag(dag)
     without = run_dag(dag)
+    logs = capsys.readouterr().out
 
     assert with_token.states() == {
         "seed_bucket": "success",
@@ -111,6 +117,10 @@ def test_short_circuit_skips_downstream_only_once_the_token_bucket_is_empty(
     assert without.xcom("take_token") == {"updated": False, "value": None, "key": "external-api"}
     with AtomicStore(store_url) as store:
         assert store.get("rate_limits", "external-api") == {"tokens": 0}
+    assert "inserted key 'external-api' into rate_limits" in logs
+    assert "key 'external-api' already in rate_limits: left unchanged" in logs
+    assert "updated key 'external-api' in rate_limits" in logs
+    assert "did not update key 'external-api' in rate_limits" in logs
 
 
 def test_short_circuit_applies_to_every_primitive_and_only_on_empty_results(

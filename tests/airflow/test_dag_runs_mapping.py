@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from airflow.sdk import task
 
 from airflow_atomic_store import AtomicClaimOperator, AtomicStore, AtomicUpdateOperator
@@ -41,7 +42,11 @@ def dispatcher(dag_id: str, conn_id: str, *, limit: int) -> object:
 
 
 def test_each_claimed_row_gets_a_mapped_task_that_finishes_it_behind_a_claimed_by_guard(
-    run_dag: RunDag, store_conn: str, store_url: str, dag_id: str
+    run_dag: RunDag,
+    store_conn: str,
+    store_url: str,
+    dag_id: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     with AtomicStore(store_url) as store:
         for n in range(5):
@@ -50,6 +55,7 @@ def test_each_claimed_row_gets_a_mapped_task_that_finishes_it_behind_a_claimed_b
 
     first = run_dag(dag)
     second = run_dag(dag)
+    logs = capsys.readouterr().out
 
     for run, keys in ((first, ["op-0", "op-1", "op-2"]), (second, ["op-3", "op-4"])):
         assert run.state == "success"
@@ -71,6 +77,8 @@ def test_each_claimed_row_gets_a_mapped_task_that_finishes_it_behind_a_claimed_b
     assert {key: value["status"] for key, value in rows.items()} == dict.fromkeys(rows, "done")
     assert {rows[f"op-{n}"]["claimedBy"] for n in range(3)} == {first.execution_id}
     assert {rows[f"op-{n}"]["claimedBy"] for n in range(3, 5)} == {second.execution_id}
+    assert "claimed 3 of limit 3 from pending_ops" in logs
+    assert "claimed 2 of limit 3 from pending_ops" in logs
 
 
 def test_the_guard_refuses_rows_that_another_run_claimed(

@@ -46,6 +46,15 @@ def test_the_hook_serves_sqlite_connections_when_no_sqlite_provider_does() -> No
     assert hook.connection_testable
 
 
+@pytest.mark.skipif(SQLITE_PROVIDER, reason="the SQLite provider owns the sqlite type here")
+def test_the_ui_form_for_sqlite_asks_for_the_store_file_path() -> None:
+    from airflow.providers_manager import ProvidersManager
+
+    behaviour = ProvidersManager().field_behaviours["sqlite"]
+    assert behaviour["relabeling"] == {"host": "Absolute path of the store file"}
+    assert "password" in behaviour["hidden_fields"]
+
+
 def test_postgres_stays_with_the_postgres_provider() -> None:
     from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
 
