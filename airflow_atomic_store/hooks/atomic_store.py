@@ -49,6 +49,9 @@ class AtomicStoreHook(BaseHook):
 
     conn_name_attr = "conn_id"
     default_conn_name = "atomic_store_default"
+    # A hook registers one connection type. ``postgres`` belongs to the PostgreSQL
+    # provider; ``sqlite`` is offered in the UI through this hook when no SQLite
+    # provider is installed (see get_provider_info). Both types work either way.
     conn_type = "sqlite"
     hook_name = "Atomic Store (SQLite file)"
 
