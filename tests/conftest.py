@@ -25,14 +25,11 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
+from airflow_atomic_store import AtomicStore
 from tests.support.postgres_server import PostgresServer, PostgresServerError
-
-if TYPE_CHECKING:
-    from airflow_atomic_store import AtomicStore
 
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
@@ -81,8 +78,6 @@ def store_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> I
 
 @pytest.fixture
 def store(store_url: str) -> Iterator[AtomicStore]:
-    from airflow_atomic_store import AtomicStore
-
     with AtomicStore(store_url) as opened:
         yield opened
 

@@ -132,13 +132,13 @@ class PostgresServer:
         """Create the cluster if needed, start it and create :attr:`dbname`; idempotent."""
         if self._running:
             return self
-        first_start = self.directory is None
-        if first_start:
-            self._init_cluster()
-            atexit.register(self.stop)  # no stray server if the owner forgets (or is interrupted)
+        if self.directory is not None:  # after shutdown(): same data, same port
+            self._start_on_port()
+            return self
+        self._init_cluster()
+        atexit.register(self.stop)  # no stray server if the owner forgets (or is interrupted)
         self._start_with_free_port()
-        if first_start:
-            self.create_database(self.dbname)
+        self.create_database(self.dbname)
         return self
 
     def create_database(
