@@ -20,6 +20,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
 from airflow_atomic_store.exceptions import (
@@ -74,6 +75,9 @@ class PostgresBackend:
     def _open(self) -> psycopg.Connection[Any]:
         connection = self._connect()
         connection.autocommit = True
+        # A factory may hand out connections configured for dict rows (e.g. the
+        # Postgres provider's "cursor" extra); the statements here read tuples.
+        connection.row_factory = tuple_row
         for name, seconds in self._settings.items():
             if seconds is not None:
                 connection.execute(
