@@ -178,6 +178,25 @@ class AtomicStoreHook(BaseHook):
             table, where=where, match=match, order_by=order_by, direction=direction, limit=limit
         )
 
+    def ensure_claim_index(self, fields: Sequence[str], *, order_by: str = "createdAt") -> str:
+        """Index the fields a queue is claimed by; see ``AtomicStore.ensure_claim_index``."""
+        return self.store.ensure_claim_index(fields, order_by=order_by)
+
+    def explain_claim(
+        self,
+        table: str,
+        *,
+        where: Any = None,
+        match: str = "all",
+        order_by: str = "createdAt",
+        direction: str = "asc",
+        limit: int = 10,
+    ) -> str:
+        """The plan of a claim's row selection; see ``AtomicStore.explain_claim``."""
+        return self.store.explain_claim(
+            table, where=where, match=match, order_by=order_by, direction=direction, limit=limit
+        )
+
     # -- connection handling ----------------------------------------------------------------
 
     def _connection(self) -> Connection:
@@ -206,7 +225,6 @@ def _postgres_connector(conn_id: str) -> Callable[[], Any]:
 
     def connect() -> Any:
         import psycopg
-        from psycopg.rows import tuple_row
 
         connection = pg_hook.get_conn()
         if not isinstance(connection, psycopg.Connection):
@@ -216,9 +234,7 @@ def _postgres_connector(conn_id: str) -> Callable[[], Any]:
                 f"{type(connection).__module__} connection; the atomic store needs psycopg 3, "
                 "which the provider uses when SQLAlchemy 2 and psycopg are installed"
             )
-        # A "cursor" extra (dictcursor, namedtuplecursor) sets the connection's row
-        # factory; it is meant for the user's own queries, and the store reads tuples.
-        connection.row_factory = tuple_row
+        # A "cursor" extra (dictcursor…) may set a row factory; the store resets it.
         return connection
 
     return connect

@@ -43,6 +43,12 @@ def test_the_hook_offers_every_verb_of_the_store(store_conn: str) -> None:
         )
         assert hook.delete("pending_ops", "op-1") is True
         assert hook.get("pending_ops", "op-1") is None
+        index = hook.ensure_claim_index(["status"])
+        assert index == hook.ensure_claim_index(["status"])
+        assert isinstance(hook.explain_claim("pending_ops", where=[PENDING]), str)
+
+
+PENDING = {"field": "status", "operator": "equals", "value": "pending"}
 
 
 def test_the_default_connection_id_is_atomic_store_default(
