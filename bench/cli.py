@@ -1,0 +1,113 @@
+"""Command line: choose the scenarios and the size, run them, write the report and plot.
+
+Only a full run of every scenario writes ``docs/benchmarks.md`` and
+``docs/img/benchmarks.png`` by default (and its raw data to
+``bench/results/full.json``), so a quick look never overwrites the page with
+small-size numbers; ``--report``/``--plot`` send any run anywhere, and
+``--from-json`` rebuilds the page from saved data without measuring again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench import plot, procrastinate_queue, report
+from bench.environment import BenchEnvironment, describe_machine
+from bench.scenarios import SCENARIOS
+from bench.sizes import MODES, Sizes
+from bench.timing import now, progress
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS_REPORT = ROOT / "docs" / "benchmarks.md"
+DOCS_PLOT = ROOT / "docs" / "img" / "benchmarks.png"
+FULL_JSON = ROOT / "bench" / "results" / "full.json"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument(
+        "scenarios", nargs="*", choices=[*SCENARIOS, []], help="default: all of them"
+    )
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="small sizes, under a minute")
+    size.add_argument(
+        "--tiny",
+        action="store_true",
+        help="smoke-test sizes; tolerates a missing bench extra (skips procrastinate, the plot)",
+    )
+    parser.add_argument("--report", type=Path, help="Markdown report path")
+    parser.add_argument("--plot", type=Path, help="PNG plot path")
+    parser.add_argument("--json", type=Path, help="where to save the raw data")
+    parser.add_argument("--from-json", type=Path, help="only rebuild report and plot from data")
+    return parser
+
+
+def _outputs(args: argparse.Namespace, sizes: Sizes, everything: bool) -> tuple[Path, Path, Path]:
+    if sizes.mode == "full" and everything:
+        defaults = (DOCS_REPORT, DOCS_PLOT, FULL_JSON)
+    else:
+        scratch = Path(tempfile.gettempdir()) / f"atomic-bench-{sizes.mode}"
+        defaults = (scratch / "benchmarks.md", scratch / "benchmarks.png", scratch / "data.json")
+    return args.report or defaults[0], args.plot or defaults[1], args.json or defaults[2]
+
+
+def _measure(names: list[str], sizes: Sizes) -> dict[str, Any]:
+    require_extras = sizes.mode != "tiny"
+    if require_extras and not procrastinate_queue.available() and "claim" in names:
+        raise SystemExit("procrastinate is missing: `pip install -e '.[bench]'` (make bench)")
+    started = now()
+    data: dict[str, Any] = {}
+    machine = describe_machine()
+    with BenchEnvironment() as env:
+        for name in names:
+            progress(f"scenario {name}: start ({sizes.mode})")
+            data[name] = SCENARIOS[name].run(env, sizes, require_extras=require_extras)
+    data["meta"] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "mode": sizes.mode,
+        "seconds": now() - started,
+        "machine": machine,
+        "sizes": sizes.__dict__,
+    }
+    return data
+
+
+def _write(data: dict[str, Any], report_path: Path, plot_path: Path, tiny: bool) -> None:
+    plot_name = None
+    if plot.available():
+        if plot.draw(data, plot_path):
+            plot_name = plot_path.name
+            progress(f"plot: {plot_path}")
+    elif not tiny:
+        raise SystemExit("matplotlib is missing: `pip install -e '.[bench]'` (make bench)")
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    report_path.write_text(report.render(data, plot_name=plot_name))
+    progress(f"report: {report_path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.from_json:
+        data = json.loads(args.from_json.read_text())
+        tiny = data["meta"]["mode"] == "tiny"
+        _write(data, args.report or DOCS_REPORT, args.plot or DOCS_PLOT, tiny)
+        return 0
+    sizes = MODES["quick" if args.quick else "tiny" if args.tiny else "full"]
+    names = args.scenarios or list(SCENARIOS)
+    report_path, plot_path, json_path = _outputs(args, sizes, everything=not args.scenarios)
+    data = _measure(names, sizes)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(data, indent=1, default=str))
+    _write(data, report_path, plot_path, sizes.mode == "tiny")
+    print(report_path.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

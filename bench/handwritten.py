@@ -1,0 +1,143 @@
+"""The baselines: what a careful engineer would write by hand with psycopg 3 or sqlite3.
+
+Each method runs the same kind of single statement the store runs, on the
+same table and indexes, with the same filter expressions (so the same
+indexes apply), but with the JSON edits written inline (``||``,
+``jsonb_set``/``json_set``) instead of the store's general mutation function,
+and with no spec parsing in Python. This is the limit for the store's design:
+the store can approach it, not beat it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from airflow_atomic_store.timestamps import now as timestamp_now
+
+_PG_CLAIM = """
+WITH picked AS MATERIALIZED (
+    SELECT r.key, r.created_at AS claim_order FROM atomic_store_rows AS r
+    WHERE r.table_name = %s AND ((r.value -> 'status') = %s::jsonb)
+    ORDER BY r.created_at ASC, r.key ASC LIMIT %s FOR UPDATE SKIP LOCKED)
+UPDATE atomic_store_rows AS t
+SET value = t.value || jsonb_build_object('status', 'in_flight',
+                                         'claimedAt', %s::text, 'claimedBy', %s::text),
+    record_timestamp = clock_timestamp()
+FROM picked WHERE t.table_name = %s AND t.key = picked.key
+RETURNING t.key, t.value, picked.claim_order
+"""
+
+_PG_GUARDED_DECREMENT = """
+UPDATE atomic_store_rows AS r
+SET value = jsonb_set(r.value, '{tokens}', to_jsonb((r.value ->> 'tokens')::bigint - 1)),
+    record_timestamp = clock_timestamp()
+WHERE r.table_name = %s AND r.key = %s
+  AND (CASE WHEN jsonb_typeof(r.value -> 'tokens') = 'number'
+            THEN (r.value -> 'tokens')::numeric > 0 END)
+RETURNING r.value
+"""
+
+_PG_INCREMENT = """
+UPDATE atomic_store_rows AS r
+SET value = jsonb_set(r.value, '{n}', to_jsonb(COALESCE((r.value ->> 'n')::bigint, 0) + 1)),
+    record_timestamp = clock_timestamp()
+WHERE r.table_name = %s AND r.key = %s
+RETURNING r.value
+"""
+
+_PG_SEED = """
+INSERT INTO atomic_store_rows AS t (table_name, key, value) VALUES (%s, %s, %s)
+ON CONFLICT (table_name, key) DO UPDATE SET value = t.value
+RETURNING t.value, (t.xmax = 0) AS inserted
+"""
+
+_PG_UPSERT_INCREMENT = """
+INSERT INTO atomic_store_rows AS t (table_name, key, value) VALUES (%s, %s, %s)
+ON CONFLICT (table_name, key) DO UPDATE
+SET value = jsonb_set(t.value, '{n}', to_jsonb(COALESCE((t.value ->> 'n')::bigint, 0) + 1)),
+    record_timestamp = clock_timestamp()
+RETURNING t.value, (t.xmax = 0) AS inserted
+"""
+
+_PENDING = Jsonb("pending")
+
+
+class HandwrittenPostgres:
+    """One autocommit psycopg 3 connection, one statement per operation."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = psycopg.connect(url, autocommit=True)
+
+    def claim(self, table: str, limit: int, claimer: str) -> list[tuple[str, Any]]:
+        rows = self.conn.execute(
+            _PG_CLAIM, (table, _PENDING, limit, timestamp_now(), claimer, table)
+        ).fetchall()
+        rows.sort(key=lambda row: (row[2], row[0]))  # RETURNING has no order
+        return [(key, value) for key, value, _ in rows]
+
+    def guarded_decrement(self, table: str, key: str) -> Any:
+        row = self.conn.execute(_PG_GUARDED_DECREMENT, (table, key)).fetchone()
+        return None if row is None else row[0]
+
+    def increment(self, table: str, key: str) -> Any:
+        row = self.conn.execute(_PG_INCREMENT, (table, key)).fetchone()
+        return None if row is None else row[0]
+
+    def seed(self, table: str, key: str, value: dict[str, Any]) -> tuple[Any, bool]:
+        row = self.conn.execute(_PG_SEED, (table, key, Jsonb(value))).fetchone()
+        assert row is not None
+        return row[0], bool(row[1])
+
+    def upsert_increment(self, table: str, key: str, value: dict[str, Any]) -> tuple[Any, bool]:
+        row = self.conn.execute(_PG_UPSERT_INCREMENT, (table, key, Jsonb(value))).fetchone()
+        assert row is not None
+        return row[0], bool(row[1])
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+_SQLITE_INCREMENT = """
+UPDATE atomic_store_rows
+SET value = json_set(value, '$.n', coalesce(json_extract(value, '$.n'), 0) + 1),
+    record_timestamp = ?
+WHERE table_name = ? AND key = ?
+RETURNING value
+"""
+
+_SQLITE_CLAIM = """
+UPDATE atomic_store_rows
+SET value = json_set(value, '$.status', 'in_flight', '$.claimedAt', ?, '$.claimedBy', ?),
+    record_timestamp = ?
+WHERE table_name = ? AND key IN (
+    SELECT r.key FROM atomic_store_rows AS r
+    WHERE r.table_name = ? AND json_extract(r.value, '$.status') = 'pending'
+    ORDER BY r.created_at ASC, r.key ASC LIMIT ?)
+RETURNING key, value
+"""
+
+
+class HandwrittenSqlite:
+    """sqlite3 in autocommit with the store's pragmas; each operation is one statement."""
+
+    def __init__(self, path: str) -> None:
+        self.conn = sqlite3.connect(path, timeout=60, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+
+    def increment(self, table: str, key: str) -> Any:
+        row = self.conn.execute(_SQLITE_INCREMENT, (timestamp_now(), table, key)).fetchone()
+        return None if row is None else row[0]
+
+    def claim(self, table: str, limit: int, claimer: str) -> list[tuple[str, Any]]:
+        stamp = timestamp_now()
+        return self.conn.execute(
+            _SQLITE_CLAIM, (stamp, claimer, stamp, table, table, limit)
+        ).fetchall()
+
+    def close(self) -> None:
+        self.conn.close()

@@ -1,0 +1,93 @@
+"""Bulk-load bench rows straight into the store's table with SQL.
+
+``put`` row by row would take minutes for a million rows, and loading is not
+what is measured. The store creates its own schema first (one ``get``), then
+``INSERT … SELECT generate_series`` writes rows that look exactly like rows the
+store wrote: canonical JSON values, ``created_at`` strictly increasing so the
+FIFO order is known.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from airflow_atomic_store import AtomicStore
+
+STORAGE_TABLE = "atomic_store_rows"
+QUEUE = "jobs"
+PENDING_WHERE = [{"field": "status", "operator": "equals", "value": "pending"}]
+
+_INSERT = """
+INSERT INTO atomic_store_rows (table_name, key, value, created_at, record_timestamp)
+SELECT %(table)s, 'job-' || lpad(i::text, 8, '0'),
+       jsonb_build_object('status', CASE WHEN i > %(done)s THEN 'pending' ELSE 'done' END,
+                          'payload', i),
+       timestamptz '2025-01-01 00:00:00+00' + i * interval '1 millisecond',
+       clock_timestamp()
+FROM generate_series(1, %(rows)s) AS i
+"""
+
+
+def create_schema(url: str) -> None:
+    """Let the store create its table and functions, exactly as on first use."""
+    with AtomicStore(url) as store:
+        store.get(QUEUE, "__schema__")
+
+
+def connect(url: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(url, autocommit=True)
+
+
+def drop_claim_indexes(conn: psycopg.Connection[Any]) -> None:
+    """Remove every index ``ensure_claim_index`` made, back to the store's own indexes."""
+    names = conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexname LIKE %s",
+        (STORAGE_TABLE, f"{STORAGE_TABLE}_claim_%"),
+    ).fetchall()
+    for (name,) in names:
+        conn.execute(f'DROP INDEX IF EXISTS "{name}"'.encode())
+
+
+def load_queue(url: str, rows: int, *, pending: int | None = None, claim_index: bool) -> None:
+    """Empty the table, load ``rows`` rows of which the newest ``pending`` are pending.
+
+    With ``claim_index`` the store's :meth:`ensure_claim_index` builds the
+    index on ``status``; without it only the store's default indexes exist.
+    Ends with ``VACUUM ANALYZE`` so every variant starts from the same state.
+    """
+    pending = rows if pending is None else pending
+    with connect(url) as conn:
+        conn.execute("TRUNCATE atomic_store_rows")
+        drop_claim_indexes(conn)
+        conn.execute(_INSERT, {"table": QUEUE, "rows": rows, "done": rows - pending})
+    if claim_index:
+        with AtomicStore(url) as store:
+            store.ensure_claim_index(["status"])
+    vacuum(url)
+
+
+def vacuum(url: str) -> None:
+    with connect(url) as conn:
+        conn.execute("VACUUM ANALYZE atomic_store_rows")
+
+
+def reset_claimed(url: str) -> None:
+    """Put rows claimed by an earlier variant back to pending, so variants see the same table."""
+    with connect(url) as conn:
+        conn.execute(
+            "UPDATE atomic_store_rows SET value = (value - 'claimedAt' - 'claimedBy') "
+            "|| '{\"status\": \"pending\"}' WHERE table_name = %s AND value ->> 'status' = %s",
+            (QUEUE, "in_flight"),
+        )
+    vacuum(url)
+
+
+def count_status(url: str, status: str) -> int:
+    with connect(url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM atomic_store_rows WHERE table_name = %s AND value ->> 'status' = %s",
+            (QUEUE, status),
+        ).fetchone()
+    return int(row[0]) if row else 0

@@ -1,0 +1,28 @@
+"""The six scenarios of issue 5, by the name the command line uses.
+
+Each scenario module has ``TITLE``, ``run(env, sizes) -> dict`` (plain JSON
+data: measurements with their baselines) and ``section(data) -> str`` (its
+part of the Markdown report), so adding a scenario means adding one entry.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from bench.scenarios import (
+    airflow_dag,
+    claim_throughput,
+    hot_key,
+    latency,
+    scale,
+    sqlite_default,
+)
+
+SCENARIOS: dict[str, ModuleType] = {
+    "claim": claim_throughput,
+    "latency": latency,
+    "hotkey": hot_key,
+    "scale": scale,
+    "sqlite": sqlite_default,
+    "airflow": airflow_dag,
+}

@@ -1,0 +1,101 @@
+"""How big each scenario runs: full (``make bench``), quick (< 1 minute) and tiny (smoke test).
+
+One frozen record per mode keeps every size in one place, so the report can
+print exactly what was measured and the smoke test exercises the same code
+paths as the full run, only smaller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Sizes:
+    mode: str
+    #: scenario 1: rows per drain, claimer processes, batch sizes, and a time cap per drain
+    drain_rows: int
+    drain_processes: tuple[int, ...]
+    drain_batches: tuple[int, ...]
+    drain_cap_seconds: float
+    #: scenario 1: rows for the naive select-then-update race
+    naive_rows: int
+    naive_processes: tuple[int, ...]
+    #: scenario 2: calls per operation and variant (split into interleaved rounds)
+    latency_calls: int
+    latency_rounds: int
+    #: scenario 3: processes and increments per process on one hot key
+    hot_processes: int
+    hot_increments: int
+    #: scenario 4: table sizes (1% pending) and claims of 10 timed per variant
+    scale_rows: tuple[int, ...]
+    scale_claims: int
+    #: scenario 5: SQLite operations per process, and process counts
+    sqlite_ops: int
+    sqlite_processes: tuple[int, ...]
+    #: scenario 6: rows the dispatcher DAG claims (and maps over) per run
+    dag_rows: int
+    dag_runs: int
+
+
+FULL = Sizes(
+    mode="full",
+    drain_rows=50_000,
+    drain_processes=(1, 2, 4, 8),
+    drain_batches=(1, 10, 100),
+    drain_cap_seconds=12.0,
+    naive_rows=20_000,
+    naive_processes=(4, 8),
+    latency_calls=3_000,
+    latency_rounds=6,
+    hot_processes=8,
+    hot_increments=1_000,
+    scale_rows=(10_000, 100_000, 1_000_000),
+    scale_claims=10,
+    sqlite_ops=2_000,
+    sqlite_processes=(1, 4),
+    dag_rows=100,
+    dag_runs=2,
+)
+
+QUICK = Sizes(
+    mode="quick",
+    drain_rows=3_000,
+    drain_processes=(1, 4),
+    drain_batches=(1, 10),
+    drain_cap_seconds=2.0,
+    naive_rows=2_000,
+    naive_processes=(4,),
+    latency_calls=300,
+    latency_rounds=3,
+    hot_processes=4,
+    hot_increments=100,
+    scale_rows=(2_000, 20_000),
+    scale_claims=5,
+    sqlite_ops=200,
+    sqlite_processes=(1, 4),
+    dag_rows=10,
+    dag_runs=1,
+)
+
+TINY = Sizes(
+    mode="tiny",
+    drain_rows=200,
+    drain_processes=(2,),
+    drain_batches=(10,),
+    drain_cap_seconds=2.0,
+    naive_rows=200,
+    naive_processes=(2,),
+    latency_calls=20,
+    latency_rounds=2,
+    hot_processes=2,
+    hot_increments=20,
+    scale_rows=(1_000,),
+    scale_claims=2,
+    sqlite_ops=20,
+    sqlite_processes=(2,),
+    dag_rows=3,
+    dag_runs=1,
+)
+
+MODES = {sizes.mode: sizes for sizes in (FULL, QUICK, TINY)}

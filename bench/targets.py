@@ -1,0 +1,112 @@
+"""The issue's targets, checked against one run's data (reported, never asserted).
+
+Each check returns ``(target, measured, met)``; a check whose scenario did
+not run (a single-scenario run, or procrastinate missing in smoke mode) is
+left out rather than guessed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Check = tuple[str, str, bool]
+
+
+def _claim_vs_sql(claim: dict[str, Any]) -> list[Check]:
+    checks = []
+    for indexed in (False, True):
+        entries = [e for e in claim["store_vs_sql"] if e["index"] == indexed and e["sql"]["rate"]]
+        if not entries:
+            continue
+        worst = min(entries, key=lambda e: e["store"]["rate"] / e["sql"]["rate"])
+        ratio = worst["store"]["rate"] / worst["sql"]["rate"]
+        where = f"{worst['processes']} claimers, batch {worst['batch']}"
+        checks.append(
+            (
+                f"claim ≥ 0.9x hand-written at every concurrency, "
+                f"{'with' if indexed else 'without'} the claim index",
+                f"lowest {ratio:.2f}x ({where})",
+                ratio >= 0.9,
+            )
+        )
+    return checks
+
+
+def _claim_vs_read_delete(claim: dict[str, Any]) -> list[Check]:
+    indexed = [e["store"]["rate"] for e in claim["store_vs_sql"] if e["index"]]
+    queue = [e["rate"] for e in claim["read_delete"]]
+    if not indexed or not queue:
+        return []
+    best, best_queue = max(indexed), max(queue)
+    return [
+        (
+            "with the claim index, ≥ 2x the best rate of a read-then-delete queue",
+            f"{best:,.0f} vs {best_queue:,.0f} rows/s = {best / best_queue:.2f}x",
+            best >= 2 * best_queue,
+        )
+    ]
+
+
+def _claim_vs_procrastinate(claim: dict[str, Any]) -> list[Check]:
+    if "procrastinate" not in claim:
+        return []
+    store = {
+        e["processes"]: e["store"]["rate"]
+        for e in claim["store_vs_sql"]
+        if e["index"] and e["batch"] == 1
+    }
+    pairs = [
+        (r["processes"], store[r["processes"]], r["fetch"]["rate"])
+        for r in claim["procrastinate"]
+        if r["processes"] in store
+    ]
+    if not pairs:
+        return []
+    worst = min(pairs, key=lambda p: p[1] / p[2])
+    return [
+        (
+            "ahead of procrastinate's per-job fetch rate at equal concurrency (store batch 1)",
+            f"lowest {worst[1] / worst[2]:.2f}x ({worst[0]} workers)",
+            all(s > f for _, s, f in pairs),
+        )
+    ]
+
+
+def _latency(latency: dict[str, Any]) -> list[Check]:
+    worst = max(latency["operations"], key=lambda e: e["store"]["p50_ms"] / e["sql"]["p50_ms"])
+    ratio = worst["store"]["p50_ms"] / worst["sql"]["p50_ms"]
+    return [
+        (
+            "single-op overhead ≤ 1.25x the hand-written statement (p50)",
+            f"highest {ratio:.2f}x ({worst['operation']})",
+            ratio <= 1.25,
+        )
+    ]
+
+
+def _scale(scale: dict[str, Any]) -> list[Check]:
+    sizes = scale["sizes"]
+    if len(sizes) < 2:
+        return []
+    small, large = sizes[0], sizes[-1]
+    ratio = large["store_index_ms"] / small["store_index_ms"]
+    return [
+        (
+            f"claim from {large['rows']:,} rows within 2x of {small['rows']:,} rows (claim index)",
+            f"{large['store_index_ms']:.2f} vs {small['store_index_ms']:.2f} ms = {ratio:.2f}x",
+            ratio <= 2.0,
+        )
+    ]
+
+
+def check(data: dict[str, Any]) -> list[Check]:
+    checks: list[Check] = []
+    if "claim" in data:
+        claim = data["claim"]
+        checks += _claim_vs_sql(claim) + _claim_vs_read_delete(claim)
+        checks += _claim_vs_procrastinate(claim)
+    if "latency" in data:
+        checks += _latency(data["latency"])
+    if "scale" in data:
+        checks += _scale(data["scale"])
+    return checks
