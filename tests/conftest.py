@@ -41,11 +41,9 @@ _schema_numbers = itertools.count(1)
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
-    server = PostgresServer(dbname="atomic_store")
     try:
-        server.start()
+        server = PostgresServer(dbname="atomic_store").start()
     except PostgresServerError as exc:
-        server.stop()
         where = "under CI" if os.environ.get("CI") else "locally"
         pytest.fail(
             f"PostgreSQL could not be started {where}; PostgreSQL tests are never skipped.\n{exc}",

@@ -33,6 +33,7 @@ __all__ = ["PostgresServer", "PostgresServerError", "find_server_binaries"]
 
 _SERVER_USER = "postgres"
 _SUPERUSER = "postgres"
+_INITDB_OPTIONS = ("-A", "trust", "-U", _SUPERUSER, "-E", "UTF8", "--locale=C", "--no-sync")
 _START_ATTEMPTS = 3
 _LOG_TAIL_LINES = 40
 _DATABASE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -135,10 +136,14 @@ class PostgresServer:
         if self.directory is not None:  # after shutdown(): same data, same port
             self._start_on_port()
             return self
-        self._init_cluster()
         atexit.register(self.stop)  # no stray server if the owner forgets (or is interrupted)
-        self._start_with_free_port()
-        self.create_database(self.dbname)
+        try:
+            self._init_cluster()
+            self._start_with_free_port()
+            self.create_database(self.dbname)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def create_database(
@@ -242,11 +247,7 @@ class PostgresServer:
         return "\n".join(text.splitlines()[-lines:]) or "(server log is empty)"
 
     def __enter__(self) -> PostgresServer:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
+        return self.start()
 
     def __exit__(
         self,
@@ -270,28 +271,12 @@ class PostgresServer:
     def _init_cluster(self) -> None:
         directory = Path(tempfile.mkdtemp(prefix="atomic-pg-", dir=self._base_dir))
         self.directory = directory
-        try:
-            if self._as_server_user:
-                shutil.chown(directory, user=_SERVER_USER, group=_SERVER_USER)
-            self._run(
-                [
-                    str(self._initdb),
-                    "-D",
-                    str(self.data_dir),
-                    "-A",
-                    "trust",
-                    "-U",
-                    _SUPERUSER,
-                    "-E",
-                    "UTF8",
-                    "--locale=C",
-                    "--no-sync",
-                ],
-                what="initdb",
-            )
-        except BaseException:
-            self.stop()
-            raise
+        if self._as_server_user:
+            shutil.chown(directory, user=_SERVER_USER, group=_SERVER_USER)
+        self._run(
+            [str(self._initdb), "-D", str(self.data_dir), *_INITDB_OPTIONS],
+            what="initdb",
+        )
 
     def _start_with_free_port(self) -> None:
         last_error: PostgresServerError | None = None
