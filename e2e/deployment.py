@@ -1,0 +1,382 @@
+"""A throwaway Airflow 3 deployment on this machine, configured like a real one.
+
+:class:`Deployment` starts, in order:
+
+1. a PostgreSQL server (``tests/support/postgres_server.py``) with two databases,
+   ``airflow`` (the metadata database) and ``atomic_store`` (the store);
+2. ``airflow db migrate``;
+3. the four long-running components, each in its own session so that it and
+   every process it forks can be found and signalled as one:
+   ``api-server`` (REST API, UI and the execution API the task processes call),
+   ``scheduler`` (with the LocalExecutor, which forks the task processes),
+   ``dag-processor`` and ``triggerer``.
+
+Everything is configured through ``AIRFLOW__*`` environment variables (see
+:meth:`Deployment.environment`; ``docs/deploying.md`` lists the same set) in an
+``AIRFLOW_HOME`` under ``.e2e/`` in the project. :meth:`Deployment.stop` is
+safe to call at any point and twice: it stops the components (SIGTERM, then
+SIGKILL of every process left in their sessions), then the database server.
+Nothing is written outside ``.e2e/``. Every process runs with its working
+directory in ``.e2e/``, so the next run finds and kills whatever a killed
+harness left behind before it starts afresh.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import psutil
+
+from tests.support.postgres_server import PostgresServer
+
+__all__ = ["Component", "Deployment", "DeploymentError"]
+
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+USERNAME = "e2e"
+STORE_DATABASE = "atomic_store"
+METADATA_DATABASE = "airflow"
+
+
+class DeploymentError(RuntimeError):
+    """The deployment could not be started, or a component died."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Component:
+    """One long-running Airflow component: a process leading its own session."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    log_file: IO[bytes] = field(repr=False)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+class Deployment:
+    """PostgreSQL + Airflow (LocalExecutor) under ``root``, serving ``dags_folder``.
+
+    :param root: the working directory (``.e2e/``); ``AIRFLOW_HOME`` is ``root/airflow``
+        and the component logs go to ``root/logs``.
+    :param dags_folder: the DAG files to load.
+    :param parallelism: ``[core] parallelism``: task processes running at once.
+    :param say: where progress lines go.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        dags_folder: Path,
+        *,
+        parallelism: int = 4,
+        say: Callable[[str], None] = print,
+    ) -> None:
+        self.root = root
+        self.dags_folder = dags_folder
+        self.parallelism = parallelism
+        self.say = say
+        self.home = root / "airflow"
+        self.logs = root / "logs"
+        self.server: PostgresServer | None = None
+        self.components: dict[str, Component] = {}
+        self.api_port = 0
+        self.password = secrets.token_urlsafe(16)
+        self._env: dict[str, str] | None = None
+        self._sessions: set[int] = set()
+
+    # -- configuration -------------------------------------------------------------------------
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    @property
+    def store_url(self) -> str:
+        assert self.server is not None
+        return self.server.url_for(STORE_DATABASE)
+
+    def environment(self) -> dict[str, str]:
+        """The ``AIRFLOW_*`` variables every component (and every task process) runs with."""
+        if self._env is not None:
+            return self._env
+        assert self.server is not None
+        port = self.server.port
+        settings = {
+            "AIRFLOW_HOME": str(self.home),
+            # Metadata database and executor: PostgreSQL and LocalExecutor.
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": (
+                f"postgresql+psycopg2://postgres@127.0.0.1:{port}/{METADATA_DATABASE}"
+            ),
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
+            # The DAGs: the project's example DAGs, nothing else.
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            # Task processes report to the execution API of the API server.
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.api_url}/execution/",
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(self.api_port),
+            "AIRFLOW__API__BASE_URL": self.api_url,
+            # Shared secrets: every component must agree on them.
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+            "AIRFLOW__API__SECRET_KEY": secrets.token_hex(32),
+            "AIRFLOW__CORE__FERNET_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
+            # The REST API's user (the simple auth manager: one admin, known password).
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USERNAME}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
+            # Log servers on free ports: other deployments may run on this machine.
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+            # The atomic store, as every task process sees it.
+            "AIRFLOW_CONN_ATOMIC_STORE_DEFAULT": self.store_url,
+        }
+        env = {
+            name: value
+            for name, value in os.environ.items()
+            if not name.startswith(("AIRFLOW__", "AIRFLOW_CONN_", "AIRFLOW_VAR_"))
+        }
+        env.update(settings)
+        # The harness's own packages (airflow_atomic_store is installed; e2e and tests are not).
+        env["PYTHONPATH"] = os.pathsep.join(
+            part for part in (str(Path.cwd()), os.environ.get("PYTHONPATH", "")) if part
+        )
+        self._env = env
+        return env
+
+    def settings(self) -> dict[str, str]:
+        """Just the Airflow settings of :meth:`environment` (for the summary and docs)."""
+        return {
+            name: value
+            for name, value in self.environment().items()
+            if name.startswith(("AIRFLOW__", "AIRFLOW_CONN_", "AIRFLOW_HOME"))
+        }
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start PostgreSQL, migrate the metadata database and start every component."""
+        reap_previous_run(self.root, self.say)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.logs.mkdir(parents=True, exist_ok=True)
+        (self.home / "passwords.json").write_text(json.dumps({USERNAME: self.password}) + "\n")
+
+        started = time.monotonic()
+        self.server = PostgresServer(dbname=STORE_DATABASE, base_dir=self.root, max_connections=300)
+        self.server.start()
+        self.server.create_database(METADATA_DATABASE)
+        self.api_port = free_port()
+        self.say(f"PostgreSQL on port {self.server.port} ({time.monotonic() - started:.1f}s)")
+
+        started = time.monotonic()
+        self.run_cli(["db", "migrate"], log_name="db-migrate", timeout=600)
+        self.say(f"airflow db migrate ({time.monotonic() - started:.1f}s)")
+
+        for name in COMPONENTS:
+            self._start_component(name)
+        self.say(f"started {', '.join(COMPONENTS)}; logs in {self.logs}")
+
+    def run_cli(self, args: list[str], *, log_name: str, timeout: float) -> None:
+        """Run one ``airflow`` CLI command to completion, its output in ``logs/<log_name>.log``."""
+        log_path = self.logs / f"{log_name}.log"
+        with log_path.open("wb") as log_file:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "airflow", *args],
+                env=self.environment(),
+                cwd=self.root,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            self._record_session(process.pid)
+            try:
+                status = process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                kill_session(process.pid)
+                raise DeploymentError(
+                    f"airflow {' '.join(args)} did not finish in {timeout:.0f}s\n{tail(log_path)}"
+                ) from None
+        if status != 0:
+            raise DeploymentError(
+                f"airflow {' '.join(args)} exited with {status}\n{tail(log_path)}"
+            )
+
+    def _start_component(self, name: str) -> None:
+        log_path = self.logs / f"{name}.log"
+        log_file = log_path.open("wb")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "airflow", name],
+            env=self.environment(),
+            cwd=self.root,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own session and process group: killable as one
+        )
+        self.components[name] = Component(name, process, log_path, log_file)
+        self._record_session(process.pid)
+
+    def check_alive(self) -> None:
+        """Raise if a component has exited."""
+        for component in self.components.values():
+            if not component.alive():
+                raise DeploymentError(
+                    f"airflow {component.name} exited with {component.process.returncode}\n"
+                    f"{tail(component.log_path)}"
+                )
+
+    def stop(self, grace: float = 20.0) -> list[str]:
+        """Stop every component and the database; return what had to be killed."""
+        killed: list[str] = []
+        components = list(self.components.values())
+        for component in components:
+            with _suppress_lookup():
+                os.killpg(component.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for component in components:
+            remaining = max(0.1, deadline - time.monotonic())
+            try:
+                component.process.wait(timeout=remaining)
+            except subprocess.TimeoutExpired:
+                killed.append(component.name)
+        for component in components:
+            killed.extend(f"{component.name}:{p}" for p in kill_session(component.pid))
+            component.process.wait()
+            component.log_file.close()
+        self.components.clear()
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+        return killed
+
+    def task_candidates(self) -> list[psutil.Process]:
+        """The scheduler's processes: its LocalExecutor workers and the task processes."""
+        scheduler = self.components.get("scheduler")
+        return [] if scheduler is None else list(processes_in_sessions({scheduler.pid}))
+
+    def leftovers(self) -> list[psutil.Process]:
+        """Processes this deployment started that are still alive (should be none)."""
+        found = {p.pid: p for p in processes_in_sessions(self._sessions)}
+        found.update((p.pid, p) for p in processes_under(self.root))
+        return list(found.values())
+
+    def _record_session(self, pid: int) -> None:
+        self._sessions.add(pid)
+
+
+# -- sessions: every process a component forks stays in the component's session --------------
+
+
+def session_of(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
+
+
+def processes_in_sessions(sessions: set[int]) -> Iterator[psutil.Process]:
+    """Live processes whose session id is one of ``sessions`` (not zombies)."""
+    if not sessions:
+        return
+    for process in psutil.process_iter():
+        try:
+            if process.pid == os.getpid() or process.status() == psutil.STATUS_ZOMBIE:
+                continue
+        except psutil.Error:
+            continue
+        if session_of(process.pid) in sessions:
+            yield process
+
+
+def kill_session(leader: int) -> list[int]:
+    """SIGKILL every live process in the session ``leader`` started; return their pids.
+
+    Task processes put themselves in process groups of their own, so killing the
+    leader's process group is not enough; the session holds them all.
+    """
+    killed = []
+    for process in processes_in_sessions({leader}):
+        with _suppress_lookup():
+            process.send_signal(signal.SIGKILL)
+            killed.append(process.pid)
+    psutil.wait_procs([p for p in psutil.process_iter() if p.pid in killed], timeout=10)
+    return killed
+
+
+def processes_under(root: Path) -> Iterator[psutil.Process]:
+    """Live processes whose working directory is ``root`` or below it.
+
+    Every component starts in ``root`` and the PostgreSQL server runs in its data
+    directory under it, so this finds what an interrupted run left, whatever its
+    session.
+    """
+    root = root.resolve()
+    for process in psutil.process_iter():
+        try:
+            if process.pid == os.getpid() or process.status() == psutil.STATUS_ZOMBIE:
+                continue
+            cwd = Path(process.cwd())
+        except (psutil.Error, OSError):
+            continue
+        if cwd == root or root in cwd.parents:
+            yield process
+
+
+def reap_previous_run(root: Path, say: Callable[[str], None]) -> None:
+    """Kill what a previous, interrupted run left alive, then remove its files."""
+    if not root.exists():
+        return
+    leftovers = list(processes_under(root))
+    for process in leftovers:
+        with _suppress_lookup():
+            process.send_signal(signal.SIGKILL)
+    if leftovers:
+        psutil.wait_procs(leftovers, timeout=10)
+        say(f"killed {len(leftovers)} process(es) left by a previous run")
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return f"(no {path.name})"
+    return f"--- {path.name} (tail) ---\n" + "\n".join(text.splitlines()[-lines:])
+
+
+class _suppress_lookup:
+    """Ignore a process that is already gone."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> bool:
+        return exc_type is not None and issubclass(
+            exc_type, (ProcessLookupError, psutil.NoSuchProcess, PermissionError)
+        )
