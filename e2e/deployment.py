@@ -45,6 +45,7 @@ from tests.support.postgres_server import PostgresServer
 __all__ = ["Component", "Deployment", "DeploymentError"]
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+PROJECT = Path(__file__).resolve().parent.parent
 USERNAME = "e2e"
 STORE_DATABASE = "atomic_store"
 METADATA_DATABASE = "airflow"
@@ -125,6 +126,7 @@ class Deployment:
             return self._env
         assert self.server is not None
         port = self.server.port
+        # [START e2e_settings]
         settings = {
             "AIRFLOW_HOME": str(self.home),
             # Metadata database and executor: PostgreSQL and LocalExecutor.
@@ -139,6 +141,7 @@ class Deployment:
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
             # Task processes report to the execution API of the API server.
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.api_url}/execution/",
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",  # default 5s; 2 busy cores are slow
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(self.api_port),
             "AIRFLOW__API__BASE_URL": self.api_url,
@@ -155,6 +158,7 @@ class Deployment:
             # The atomic store, as every task process sees it.
             "AIRFLOW_CONN_ATOMIC_STORE_DEFAULT": self.store_url,
         }
+        # [END e2e_settings]
         env = {
             name: value
             for name, value in os.environ.items()
@@ -163,7 +167,7 @@ class Deployment:
         env.update(settings)
         # The harness's own packages (airflow_atomic_store is installed; e2e and tests are not).
         env["PYTHONPATH"] = os.pathsep.join(
-            part for part in (str(Path.cwd()), os.environ.get("PYTHONPATH", "")) if part
+            part for part in (str(PROJECT), os.environ.get("PYTHONPATH", "")) if part
         )
         self._env = env
         return env
