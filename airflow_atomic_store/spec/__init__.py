@@ -29,7 +29,13 @@ from airflow_atomic_store.spec.options import (
     project,
 )
 from airflow_atomic_store.spec.paths import MISSING, FieldPath, parse_path, resolve
-from airflow_atomic_store.spec.values import check_json, check_object, is_number, json_equal
+from airflow_atomic_store.spec.values import (
+    check_json,
+    check_object,
+    check_text,
+    is_number,
+    json_equal,
+)
 
 __all__ = [
     "ALIASES",
@@ -49,6 +55,7 @@ __all__ = [
     "apply",
     "check_json",
     "check_object",
+    "check_text",
     "evaluate",
     "is_number",
     "json_equal",

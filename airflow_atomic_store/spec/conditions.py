@@ -16,6 +16,11 @@ MATCH_MODES: tuple[Match, ...] = ("all", "any")
 
 _CONDITION_KEYS = {"field", "operator", "op", "value"}
 
+#: Most conditions in one ``where``. SQLite refuses expressions nested more
+#: than 1000 deep, which a flat AND/OR of about 990 conditions reaches; the
+#: bound keeps every accepted spec runnable on both backends.
+MAX_CONDITIONS = 100
+
 
 @dataclass(frozen=True)
 class Condition:
@@ -46,7 +51,12 @@ def parse_where(where: Any, *, field: str = "where") -> tuple[Condition, ...]:
         where = [where]
     if isinstance(where, (str, bytes)) or not isinstance(where, Iterable):
         raise SpecError(field, f"must be a list of conditions, got {type(where).__name__}")
-    return tuple(_parse_condition(item, f"{field}[{i}]") for i, item in enumerate(where))
+    conditions = tuple(_parse_condition(item, f"{field}[{i}]") for i, item in enumerate(where))
+    if len(conditions) > MAX_CONDITIONS:
+        raise SpecError(
+            field, f"at most {MAX_CONDITIONS} conditions are supported, got {len(conditions)}"
+        )
+    return conditions
 
 
 def _parse_condition(item: Any, field: str) -> Condition:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from airflow_atomic_store.exceptions import SpecError
-from airflow_atomic_store.spec.values import check_text
+from airflow_atomic_store.spec.values import INT_MAX, INT_MIN, check_text
 
 OrderColumn = Literal["created_at", "record_timestamp"]
 Direction = Literal["asc", "desc"]
@@ -22,6 +22,13 @@ _ORDER_ALIASES: Final = {"created_at": "createdAt", "record_timestamp": "recordT
 CLAIM_LIMIT: Final = (1, 1000)
 QUERY_LIMIT: Final = (1, 10_000)
 
+#: Longest key and table name, in UTF-8 bytes. Both are part of the primary
+#: key, and PostgreSQL cannot index a row whose index entry exceeds ~2.7 kB;
+#: the limits keep every key storable on both backends (1024 bytes is also
+#: the longest S3 object key).
+MAX_KEY_BYTES: Final = 1024
+MAX_TABLE_BYTES: Final = 512
+
 
 @dataclass(frozen=True)
 class Ordering:
@@ -30,7 +37,7 @@ class Ordering:
 
 
 def parse_ordering(order_by: Any, direction: Any) -> Ordering:
-    name = _ORDER_ALIASES.get(order_by, order_by) if isinstance(order_by, str) else order_by
+    name = _ORDER_ALIASES.get(order_by, order_by) if isinstance(order_by, str) else None
     if name not in ORDER_COLUMNS:
         raise SpecError(
             "order_by",
@@ -79,14 +86,24 @@ def parse_table(table: Any) -> str:
     if not isinstance(table, str) or not table:
         raise SpecError("table", f"must be a non-empty string, got {table!r}")
     check_text(table, "table", "table names")
+    _check_size(table, MAX_TABLE_BYTES, "table", "a table name")
     return table
 
 
 def parse_key(key: Any) -> str:
     if isinstance(key, bool) or not isinstance(key, (str, int)):
         raise SpecError("key", f"must be a string, got {type(key).__name__}")
+    if isinstance(key, int) and not INT_MIN <= key <= INT_MAX:
+        raise SpecError("key", f"an integer key must fit in 64 bits, got {key.bit_length()} bits")
     key = str(key)
     if not key:
         raise SpecError("key", "must not be empty")
     check_text(key, "key", "keys")
+    _check_size(key, MAX_KEY_BYTES, "key", "a key")
     return key
+
+
+def _check_size(text: str, limit: int, field: str, what: str) -> None:
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        raise SpecError(field, f"{what} may be at most {limit} bytes in UTF-8, got {size}")

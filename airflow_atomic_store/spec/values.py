@@ -16,6 +16,10 @@ from airflow_atomic_store.exceptions import SpecError
 
 #: Integers outside int64 cannot be stored exactly by SQLite's JSON functions.
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+#: Deepest nesting of arrays and objects accepted in a value. Real documents
+#: stay far below it; without a bound a deep (or cyclic) value would exhaust
+#: Python's recursion limit instead of failing as a spec error.
+MAX_DEPTH = 100
 
 
 def is_number(value: Any) -> bool:
@@ -39,12 +43,15 @@ def json_equal(left: Any, right: Any) -> bool:
     return False
 
 
-def check_json(value: Any, field: str) -> Any:
+def check_json(value: Any, field: str, _depth: int = 0) -> Any:
     """Validate ``value`` as storable JSON and return it with tuples as lists.
 
     Rejected before any I/O: non-finite floats, integers outside int64, NUL
-    characters (PostgreSQL cannot store them) and non-JSON types.
+    characters (PostgreSQL cannot store them), nesting deeper than
+    :data:`MAX_DEPTH` (and so cycles) and non-JSON types.
     """
+    if _depth > MAX_DEPTH:
+        raise SpecError(field, f"value is nested deeper than {MAX_DEPTH} levels")
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
@@ -59,14 +66,14 @@ def check_json(value: Any, field: str) -> Any:
         check_text(value, field, "strings")
         return value
     if isinstance(value, (list, tuple)):
-        return [check_json(item, f"{field}[{i}]") for i, item in enumerate(value)]
+        return [check_json(item, f"{field}[{i}]", _depth + 1) for i, item in enumerate(value)]
     if isinstance(value, dict):
         checked = {}
         for key, item in value.items():
             if not isinstance(key, str):
                 raise SpecError(field, f"object keys must be strings, got {key!r}")
             check_text(key, field, "object keys")
-            checked[key] = check_json(item, f"{field}.{key}")
+            checked[key] = check_json(item, f"{field}.{key}", _depth + 1)
         return checked
     raise SpecError(field, f"{type(value).__name__} is not a JSON value")
 

@@ -19,6 +19,7 @@ from airflow_atomic_store.spec import (
     QUERY_LIMIT,
     Mutation,
     check_object,
+    check_text,
     parse_key,
     parse_limit,
     parse_match,
@@ -219,6 +220,8 @@ class AtomicStore:
         if mutations is None:
             if execution_id is not None and (not isinstance(execution_id, str) or not execution_id):
                 raise SpecError("execution_id", f"must be a non-empty string, got {execution_id!r}")
+            if execution_id is not None:
+                check_text(execution_id, "execution_id", "execution ids")
             parsed = default_claim_mutations(execution_id or f"claim-{uuid.uuid4()}")
         else:
             parsed = _required_mutations(mutations, "mutations")
