@@ -13,11 +13,13 @@ PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; 
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null && { echo $$p; break; }; \
 	done)
 
-.PHONY: help venv demo test lint fmt postgres-binaries clean distclean
+.PHONY: help venv demo test lint fmt postgres-binaries clean distclean bench bench-quick
 
 help:
 	@echo "make demo       run scripts/demo_store.py on an embedded SQLite store"
 	@echo "make test       ruff, mypy and pytest (SQLite and PostgreSQL tests)"
+	@echo "make bench      benchmarks vs hand-written SQL and queues; writes docs/benchmarks.md"
+	@echo "make bench-quick the same at small sizes (about a minute); report in the temp dir"
 	@echo "make lint       ruff check, ruff format --check, mypy"
 	@echo "make fmt        ruff format and ruff check --fix"
 	@echo "make venv       create $(VENV) and install the package with its test extras"
@@ -63,6 +65,15 @@ test: venv postgres-binaries lint
 	$(BIN)/python -m pytest; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; \
 	exit $$status
+
+# The bench extra (procrastinate, matplotlib, pyinstrument) is for benchmarks only.
+bench: venv postgres-binaries
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	$(BIN)/python -m bench
+
+bench-quick: venv postgres-binaries
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	$(BIN)/python -m bench --quick
 
 clean:
 	rm -rf .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis site build dist *.egg-info $(STAMP)

@@ -43,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--report", type=Path, help="Markdown report path")
     parser.add_argument("--plot", type=Path, help="PNG plot path")
+    parser.add_argument("--no-plot", action="store_true", help="skip the figure")
     parser.add_argument("--json", type=Path, help="where to save the raw data")
     parser.add_argument("--from-json", type=Path, help="only rebuild report and plot from data")
     return parser
@@ -78,9 +79,11 @@ def _measure(names: list[str], sizes: Sizes) -> dict[str, Any]:
     return data
 
 
-def _write(data: dict[str, Any], report_path: Path, plot_path: Path, tiny: bool) -> None:
+def _write(data: dict[str, Any], report_path: Path, plot_path: Path | None, tiny: bool) -> None:
     plot_name = None
-    if plot.available():
+    if plot_path is None:
+        pass
+    elif plot.available():
         if plot.draw(data, plot_path):
             plot_name = plot_path.name
             progress(f"plot: {plot_path}")
@@ -104,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     data = _measure(names, sizes)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(data, indent=1, default=str))
-    _write(data, report_path, plot_path, sizes.mode == "tiny")
+    _write(data, report_path, None if args.no_plot else plot_path, sizes.mode == "tiny")
     print(report_path.read_text())
     return 0
 

@@ -50,6 +50,17 @@ def drop_claim_indexes(conn: psycopg.Connection[Any]) -> None:
         conn.execute(f'DROP INDEX IF EXISTS "{name}"'.encode())
 
 
+def history_for(pending: int) -> int:
+    """Older done rows loaded under a queue of ``pending`` rows: a live queue keeps history.
+
+    It also gives the planner the statistics of a live queue. On a table of
+    nothing but pending rows, freshly analysed, PostgreSQL estimates that the
+    claim filter matches every row and walks the ``created_at`` index instead
+    of the claim index (see docs/benchmarks.md, "What remains").
+    """
+    return pending // 2
+
+
 def load_queue(url: str, rows: int, *, pending: int | None = None, claim_index: bool) -> None:
     """Empty the table, load ``rows`` rows of which the newest ``pending`` are pending.
 
@@ -91,3 +102,11 @@ def count_status(url: str, status: str) -> int:
             (QUEUE, status),
         ).fetchone()
     return int(row[0]) if row else 0
+
+
+def claim_plan(url: str, limit: int = 10) -> str:
+    """The first scan node of the store's claim plan: which index the claim walks."""
+    with AtomicStore(url) as store:
+        plan = store.explain_claim(QUEUE, where=PENDING_WHERE, limit=limit)
+    scans = [line.strip() for line in plan.splitlines() if "Scan" in line]
+    return scans[0].split("  (")[0].lstrip("-> ") if scans else plan.splitlines()[0]

@@ -50,7 +50,7 @@ def prepare(url: str, jobs: int) -> None:
             app.schema_manager.apply_schema()
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("TRUNCATE procrastinate_jobs, procrastinate_workers CASCADE")
-        for first in range(0, jobs, 1000):
+        for first in range(0, jobs, 5000):
             batch = [
                 Job(
                     queue="default",
@@ -59,7 +59,7 @@ def prepare(url: str, jobs: int) -> None:
                     queueing_lock=None,
                     task_kwargs={"payload": i},
                 )
-                for i in range(first, min(first + 1000, jobs))
+                for i in range(first, min(first + 5000, jobs))
             ]
             app.job_manager.batch_defer_jobs(batch)
     with psycopg.connect(url, autocommit=True) as conn:

@@ -27,15 +27,18 @@ class Sizes:
     #: scenario 3: processes and increments per process on one hot key
     hot_processes: int
     hot_increments: int
+    hot_repeats: int
     #: scenario 4: table sizes (1% pending) and claims of 10 timed per variant
     scale_rows: tuple[int, ...]
     scale_claims: int
     #: scenario 5: SQLite operations per process, and process counts
     sqlite_ops: int
     sqlite_processes: tuple[int, ...]
-    #: scenario 6: rows the dispatcher DAG claims (and maps over) per run
+    #: scenario 6: rows the dispatcher DAG claims (and maps over), runs after the first
+    #: (warm-up) run, and the backends
     dag_rows: int
     dag_runs: int
+    dag_backends: tuple[str, ...]
 
 
 FULL = Sizes(
@@ -50,19 +53,21 @@ FULL = Sizes(
     latency_rounds=6,
     hot_processes=8,
     hot_increments=1_000,
+    hot_repeats=2,
     scale_rows=(10_000, 100_000, 1_000_000),
     scale_claims=10,
     sqlite_ops=2_000,
     sqlite_processes=(1, 4),
     dag_rows=100,
-    dag_runs=2,
+    dag_runs=1,
+    dag_backends=("postgres", "sqlite"),
 )
 
 QUICK = Sizes(
     mode="quick",
-    drain_rows=3_000,
-    drain_processes=(1, 4),
-    drain_batches=(1, 10),
+    drain_rows=2_000,
+    drain_processes=(4,),
+    drain_batches=(10,),
     drain_cap_seconds=2.0,
     naive_rows=2_000,
     naive_processes=(4,),
@@ -70,12 +75,14 @@ QUICK = Sizes(
     latency_rounds=3,
     hot_processes=4,
     hot_increments=100,
+    hot_repeats=1,
     scale_rows=(2_000, 20_000),
     scale_claims=5,
     sqlite_ops=200,
-    sqlite_processes=(1, 4),
+    sqlite_processes=(4,),
     dag_rows=10,
-    dag_runs=1,
+    dag_runs=0,
+    dag_backends=("postgres",),
 )
 
 TINY = Sizes(
@@ -90,12 +97,14 @@ TINY = Sizes(
     latency_rounds=2,
     hot_processes=2,
     hot_increments=20,
+    hot_repeats=1,
     scale_rows=(1_000,),
     scale_claims=2,
     sqlite_ops=20,
     sqlite_processes=(2,),
     dag_rows=3,
-    dag_runs=1,
+    dag_runs=0,
+    dag_backends=("sqlite",),
 )
 
 MODES = {sizes.mode: sizes for sizes in (FULL, QUICK, TINY)}

@@ -51,12 +51,13 @@ def _run_child(env: BenchEnvironment, url: str, sizes: Sizes, name: str) -> dict
 
 
 def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[str, Any]:
-    backends = {
-        "postgres": env.postgres_url("airflow_store"),
-        "sqlite": env.sqlite_url("airflow-store"),
-    }
     data: dict[str, Any] = {"rows": sizes.dag_rows, "backends": {}}
-    for name, url in backends.items():
+    for name in sizes.dag_backends:
+        url = (
+            env.postgres_url("airflow_store")
+            if name == "postgres"
+            else env.sqlite_url("airflow-store")
+        )
         result = _run_child(env, url, sizes, name)
         data["backends"][name] = result
         last = result["runs"][-1]

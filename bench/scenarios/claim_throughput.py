@@ -22,6 +22,11 @@ from tests.support.processes import run_in_processes
 TITLE = "Claim throughput"
 
 
+def _load(url: str, pending: int, indexed: bool) -> None:
+    total = pending + loading.history_for(pending)
+    loading.load_queue(url, total, pending=pending, claim_index=indexed)
+
+
 def _timed(target: Any, args: tuple[Any, ...], processes: int, cap: float) -> dict[str, Any]:
     results = run_in_processes(target, [args] * processes, timeout=cap + 300)
     keys = [key for result in results for key in result["keys"]]
@@ -46,7 +51,8 @@ def _store_and_sql(url: str, sizes: Sizes) -> list[dict[str, Any]]:
                 order = ("store", "sql") if turn % 2 == 0 else ("sql", "store")
                 turn += 1
                 for kind in order:
-                    loading.load_queue(url, sizes.drain_rows, claim_index=indexed)
+                    _load(url, sizes.drain_rows, indexed)
+                    entry.setdefault("plan", loading.claim_plan(url, batch))
                     args = (kind, url, batch, sizes.drain_cap_seconds)
                     entry[kind] = _timed(drain, args, processes, sizes.drain_cap_seconds)
                 rows.append(entry)
@@ -90,7 +96,7 @@ def _procrastinate(url: str, sizes: Sizes) -> list[dict[str, Any]]:
 def _naive(url: str, sizes: Sizes) -> list[dict[str, Any]]:
     rows = []
     for processes in sizes.naive_processes:
-        loading.load_queue(url, sizes.naive_rows, claim_index=True)
+        _load(url, sizes.naive_rows, True)
         result = _timed(drain, ("naive", url, 10, 120.0), processes, 120.0)
         rows.append({"processes": processes, "batch": 10, "rows": sizes.naive_rows, **result})
         progress(f"naive p={processes}: {result['duplicates']} rows claimed twice or more")
@@ -102,6 +108,7 @@ def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[st
     loading.create_schema(url)
     data: dict[str, Any] = {
         "rows": sizes.drain_rows,
+        "history": loading.history_for(sizes.drain_rows),
         "cap_seconds": sizes.drain_cap_seconds,
         "store_vs_sql": _store_and_sql(url, sizes),
         "read_delete": _read_delete(env.postgres_url("readdelete"), sizes),
@@ -129,7 +136,8 @@ def section(data: dict[str, Any]) -> str:
     from bench.report_format import table
 
     lines = [
-        f"Drain {data['rows']:,} pending rows; rows/s over the whole drain (wall time from the "
+        f"Drain {data['rows']:,} pending rows (under {data['history']:,} older done rows, a "
+        "queue's history); rows/s over the whole drain (wall time from the "
         "moment every claimer is connected until the last one finds the queue empty). "
         f"† = cut at the {data['cap_seconds']:g} s cap: the rate is over the rows claimed "
         "until then (the start of the queue, the cheap part when unindexed).",
@@ -153,7 +161,8 @@ def section(data: dict[str, Any]) -> str:
             for r in data["store_vs_sql"]
             if r["index"] == indexed
         ]
-        lines += [f"**{heading}**", ""]
+        plans = sorted({r["plan"] for r in data["store_vs_sql"] if r["index"] == indexed})
+        lines += [f"**{heading}** — claim plan: " + "; ".join(f"`{p}`" for p in plans), ""]
         lines += table(
             ["claimers", "batch", "store rows/s", "hand-written rows/s", "store ÷ SQL", "dup"],
             body,

@@ -49,7 +49,7 @@ def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[st
     runs: dict[str, list[dict[str, Any]]] = {"store": [], "sql": []}
     attempts = sizes.hot_processes * sizes.hot_increments
     with AtomicStore(url) as store:
-        for kind in ("store", "sql", "store", "sql"):  # twice each, alternating
+        for kind in ("store", "sql") * sizes.hot_repeats:  # alternating
             key = f"counter-{kind}-{len(runs[kind])}"
             store.put(TABLE, key, {"n": 0})
             args = (kind, url, key, sizes.hot_increments)
@@ -66,7 +66,12 @@ def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[st
         }
         for kind, results in runs.items()
     }
-    return {"processes": sizes.hot_processes, "increments": sizes.hot_increments, **summary}
+    return {
+        "processes": sizes.hot_processes,
+        "increments": sizes.hot_increments,
+        "repeats": sizes.hot_repeats,
+        **summary,
+    }
 
 
 def section(data: dict[str, Any]) -> str:
@@ -85,7 +90,7 @@ def section(data: dict[str, Any]) -> str:
     return "\n".join(
         [
             f"{data['processes']} processes x {data['increments']:,} increments of one row's "
-            "`n` (best of two runs each, alternating). Store ÷ SQL: "
+            f"`n` (best of {data['repeats']} run(s) each, alternating). Store ÷ SQL: "
             f"{ratio(store['ops_per_s'], sql['ops_per_s'])}.",
             "",
             *table(

@@ -69,7 +69,9 @@ def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[st
     url = env.postgres_url()
     loading.create_schema(url)
     # Enough pending rows for every claim of both variants, and the index users should have.
-    loading.load_queue(url, 2 * sizes.latency_calls + 1000, claim_index=True)
+    pending = 2 * sizes.latency_calls + 1000
+    total = pending + loading.history_for(pending)
+    loading.load_queue(url, total, pending=pending, claim_index=True)
     store, sql = AtomicStore(url), HandwrittenPostgres(url)
     try:
         store.put(TABLE, "tokens", {"tokens": 10**12})

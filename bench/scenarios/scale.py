@@ -47,13 +47,6 @@ def _time_claims(url: str, kind: str, claims: int) -> list[float]:
     return samples
 
 
-def _plan(url: str) -> str:
-    with AtomicStore(url) as store:
-        plan = store.explain_claim(loading.QUEUE, where=loading.PENDING_WHERE, limit=10)
-    scans = [line.strip() for line in plan.splitlines() if "Scan" in line]
-    return scans[0].split("  (")[0].lstrip("-> ") if scans else plan.splitlines()[0]
-
-
 def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[str, Any]:
     url = env.postgres_url()
     loading.create_schema(url)
@@ -68,7 +61,7 @@ def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[st
                     store.ensure_claim_index(["status"])
                 loading.vacuum(url)
             label = "index" if indexed else "no_index"
-            entry[f"plan_{label}"] = _plan(url)
+            entry[f"plan_{label}"] = loading.claim_plan(url)
             for kind in ("store", "sql"):
                 samples = _time_claims(url, kind, sizes.scale_claims)
                 entry[f"{kind}_{label}_ms"] = median(samples) * 1000
