@@ -1,0 +1,191 @@
+"""A lock held outside the store never makes a primitive hang.
+
+PostgreSQL: another session holds a row lock (``SELECT … FOR UPDATE`` in an open
+transaction). With ``lock_timeout`` (or ``statement_timeout``) a primitive that
+must wait for that row fails with a retryable ``StoreUnavailableError`` after
+about that long; a claim steps past the locked row at once (``SKIP LOCKED``).
+
+SQLite: another connection holds the write lock (``BEGIN IMMEDIATE``). A writer
+waits up to ``busy_timeout``, then fails with ``StoreUnavailableError`` ("database
+is locked" surfaces as retryable, never as a raw ``sqlite3`` error); readers are
+not blocked (WAL).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+
+from airflow_atomic_store import AtomicStore, StoreUnavailableError
+from tests.support.physical import PHYSICAL_TABLE
+
+TIMEOUT = 0.5
+#: Scheduling slack on a shared, loaded machine: the bound proves "no hang", not speed.
+SLACK = 5.0
+
+BUMP = [{"field": "n", "operation": "increment", "value": 1}]
+PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
+
+
+def store_with_timeout(backend: str, url: str, seconds: float | None) -> AtomicStore:
+    if backend == "sqlite":
+        return AtomicStore(url, busy_timeout=seconds if seconds is not None else 60.0)
+    return AtomicStore(url, lock_timeout=seconds)
+
+
+@contextmanager
+def lock_held(backend: str, url: str, table: str, key: str) -> Iterator[None]:
+    """Hold, from another connection, the lock a write to ``table``/``key`` needs."""
+    if backend == "sqlite":
+        connection = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            yield
+            connection.execute("ROLLBACK")
+        finally:
+            connection.close()
+        return
+    with psycopg.connect(url) as connection:  # not autocommit: the lock lasts until rollback
+        locked = connection.execute(
+            f"SELECT key FROM {PHYSICAL_TABLE} WHERE table_name = %s AND key = %s FOR UPDATE",
+            (table, key),
+        ).fetchall()
+        assert locked == [(key,)]
+        yield
+        connection.rollback()
+
+
+WRITES: dict[str, Callable[[AtomicStore], Any]] = {
+    "update": lambda s: s.atomic_update("t", "locked", mutations=BUMP),
+    "guarded-update": lambda s: s.atomic_update("t", "locked", where=PENDING, mutations=BUMP),
+    "upsert": lambda s: s.atomic_upsert("t", "locked", insert_value={}, mutations=BUMP),
+    "seed": lambda s: s.atomic_upsert("t", "locked", insert_value={}),
+    "put": lambda s: s.put("t", "locked", {"replaced": True}),
+    "delete": lambda s: s.delete("t", "locked"),
+}
+
+
+@pytest.fixture
+def seeded(store: AtomicStore) -> AtomicStore:
+    store.put("t", "locked", {"status": "pending", "n": 0})
+    store.put("t", "free", {"status": "pending", "n": 0})
+    return store
+
+
+@pytest.mark.parametrize("write", WRITES.values(), ids=WRITES.keys())
+def test_a_write_waiting_on_a_held_lock_fails_retryably_within_the_timeout(
+    backend: str, store_url: str, seeded: AtomicStore, write: Callable[[AtomicStore], Any]
+) -> None:
+    before = seeded.query("t")
+    with store_with_timeout(backend, store_url, TIMEOUT) as waiting:
+        waiting.get("t", "free")  # connected: the timing below is the wait alone
+        with lock_held(backend, store_url, "t", "locked"):
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailableError) as raised:
+                write(waiting)
+            elapsed = time.monotonic() - started
+        assert TIMEOUT * 0.9 <= elapsed < TIMEOUT + SLACK, f"gave up after {elapsed:.2f}s"
+        message = str(raised.value)
+        assert ("locked" if backend == "sqlite" else "lock timeout") in message, message
+        cause = raised.value.__cause__
+        assert isinstance(cause, sqlite3.Error if backend == "sqlite" else psycopg.Error)
+        assert seeded.query("t") == before, "a failed wait wrote nothing"
+        # The same store (and connection) works as soon as the lock is gone.
+        write(waiting)
+
+
+def test_a_lock_released_within_the_timeout_only_delays_the_write(
+    backend: str, store_url: str, seeded: AtomicStore
+) -> None:
+    with store_with_timeout(backend, store_url, 30.0) as waiting:
+        waiting.get("t", "free")
+        releaser_ready = threading.Event()
+
+        def hold_briefly() -> None:
+            with lock_held(backend, store_url, "t", "locked"):
+                releaser_ready.set()
+                time.sleep(0.5)
+
+        holder = threading.Thread(target=hold_briefly)
+        holder.start()
+        assert releaser_ready.wait(timeout=30)
+        started = time.monotonic()
+        result = waiting.atomic_update("t", "locked", where=PENDING, mutations=BUMP)
+        elapsed = time.monotonic() - started
+        holder.join(timeout=30)
+    assert result["updated"] is True and result["value"]["n"] == 1
+    assert elapsed >= 0.3, f"the write did not wait for the lock ({elapsed:.2f}s)"
+
+
+def test_reads_are_not_blocked_by_a_held_write_lock(
+    backend: str, store_url: str, seeded: AtomicStore
+) -> None:
+    with store_with_timeout(backend, store_url, TIMEOUT) as reader:
+        reader.get("t", "free")
+        with lock_held(backend, store_url, "t", "locked"):
+            started = time.monotonic()
+            assert reader.get("t", "locked") == {"status": "pending", "n": 0}
+            assert [row["key"] for row in reader.query("t", where=PENDING)] == ["locked", "free"]
+            assert time.monotonic() - started < TIMEOUT * 0.9
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+@pytest.mark.parametrize("lock_timeout", [None, TIMEOUT], ids=["no-timeout", "lock-timeout"])
+def test_a_claim_steps_past_a_locked_row_without_waiting(
+    backend: str, store_url: str, seeded: AtomicStore, lock_timeout: float | None
+) -> None:
+    seeded.put("t", "later", {"status": "pending", "n": 0})
+    with AtomicStore(store_url, lock_timeout=lock_timeout) as claimer:
+        claimer.get("t", "free")
+        with lock_held(backend, store_url, "t", "locked"):
+            started = time.monotonic()
+            claimed = claimer.atomic_claim("t", where=PENDING, limit=10, execution_id="c")
+            elapsed = time.monotonic() - started
+            assert [row["key"] for row in claimed["claimed"]] == ["free", "later"]
+            assert elapsed < TIMEOUT * 0.9 + (SLACK if lock_timeout is None else 0)
+            # A second claim finds nothing it can take, still without waiting.
+            assert claimer.atomic_claim("t", where=PENDING, execution_id="c")["count"] == 0
+        # Once released, the skipped row is claimable.
+        again = claimer.atomic_claim("t", where=PENDING, execution_id="c")
+        assert [row["key"] for row in again["claimed"]] == ["locked"]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_statement_timeout_alone_also_bounds_a_lock_wait(
+    backend: str, store_url: str, seeded: AtomicStore
+) -> None:
+    with AtomicStore(store_url, statement_timeout=TIMEOUT) as waiting:
+        waiting.get("t", "free")
+        with lock_held(backend, store_url, "t", "locked"):
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailableError, match="statement timeout"):
+                waiting.atomic_update("t", "locked", mutations=BUMP)
+            assert time.monotonic() - started < TIMEOUT + SLACK
+        assert waiting.atomic_update("t", "locked", mutations=BUMP)["value"]["n"] == 1
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_sqlite_claim_and_first_use_under_a_held_write_lock_fail_retryably(
+    backend: str, store_url: str, seeded: AtomicStore
+) -> None:
+    with AtomicStore(store_url, busy_timeout=TIMEOUT) as claimer:
+        claimer.get("t", "free")
+        with lock_held(backend, store_url, "t", "locked"):
+            # SQLite has one writer at a time: a claim cannot step past the lock.
+            with pytest.raises(StoreUnavailableError, match="database is locked"):
+                claimer.atomic_claim("t", where=PENDING)
+            # A store's first call makes sure the schema exists, which takes the
+            # write lock: it too fails retryably rather than hanging.
+            fresh = AtomicStore(store_url, busy_timeout=TIMEOUT)
+            with fresh, pytest.raises(StoreUnavailableError, match="locked"):
+                fresh.get("t", "free")
+        assert claimer.atomic_claim("t", where=PENDING)["count"] == 2

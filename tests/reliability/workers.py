@@ -1,0 +1,170 @@
+"""Worker functions for the reliability tests' OS processes (importable by ``spawn`` children).
+
+Claim workers follow the dispatcher pattern: claim a batch with an execution id,
+then complete each row with an update guarded on ``claimedBy`` (and
+``status: in_flight``), so a row whose claim was taken over can no longer be
+completed by the worker that lost it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from airflow_atomic_store import AtomicStore, StoreUnavailableError
+
+PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
+
+
+def owned_by(execution_id: str) -> list[dict[str, Any]]:
+    return [
+        {"field": "status", "operator": "equals", "value": "in_flight"},
+        {"field": "claimedBy", "operator": "equals", "value": execution_id},
+    ]
+
+
+def done_by(execution_id: str) -> dict[str, Any]:
+    return {"field": "completedBy", "operator": "equals", "value": execution_id}
+
+
+def stale_before(threshold: str) -> list[dict[str, Any]]:
+    """The stale-claim pass: rows still in flight whose claim is older than ``threshold``."""
+    return [
+        {"field": "status", "operator": "equals", "value": "in_flight"},
+        {"field": "claimedAt", "operator": "lt", "value": threshold},
+    ]
+
+
+def complete(store: AtomicStore, table: str, key: str, execution_id: str) -> bool:
+    """Mark ``key`` done if (and only if) ``execution_id`` still owns its claim."""
+    result = store.atomic_update(
+        table,
+        key,
+        where=owned_by(execution_id),
+        mutations=[
+            {"field": "status", "operation": "set", "value": "done"},
+            {"field": "completedBy", "operation": "set", "value": execution_id},
+            {"field": "completions", "operation": "increment", "value": 1},
+        ],
+    )
+    return bool(result["updated"])
+
+
+def claim_complete_some_then_hang(
+    url: str, table: str, execution_id: str, limit: int, complete_first: int, report: Any
+) -> None:
+    """Claim a batch, complete ``complete_first`` rows, report, then wait to be killed."""
+    with AtomicStore(url) as store:
+        claimed = store.atomic_claim(table, where=PENDING, limit=limit, execution_id=execution_id)
+        keys = [row["key"] for row in claimed["claimed"]]
+        done = [key for key in keys[:complete_first] if complete(store, table, key, execution_id)]
+        report.put({"claimed": keys, "completed": done, "pid": os.getpid()})
+        time.sleep(600)  # "crashed": holds nothing, completes nothing more
+
+
+def claim_and_complete_until_killed(
+    url: str, table: str, execution_id: str, batch: int, started: Any
+) -> None:
+    """Claim and complete rows as fast as possible, forever: killed at a random moment."""
+    with AtomicStore(url) as store:
+        store.get(table, "__warm-up__")
+        started.set()
+        while True:
+            claimed = store.atomic_claim(
+                table, where=PENDING, limit=batch, execution_id=execution_id
+            )
+            for row in claimed["claimed"]:
+                complete(store, table, row["key"], execution_id)
+            if not claimed["count"]:
+                time.sleep(0.01)
+
+
+def rescue_stale_claims(
+    barrier: Any, url: str, table: str, threshold: str, execution_id: str, batch: int
+) -> dict[str, list[str]]:
+    """Re-claim stale rows in small batches until none is left; complete each one."""
+    with AtomicStore(url) as store:
+        store.get(table, "__warm-up__")
+        barrier.wait(timeout=60)
+        reclaimed: list[str] = []
+        completed: list[str] = []
+        while True:
+            result = store.atomic_claim(
+                table, where=stale_before(threshold), limit=batch, execution_id=execution_id
+            )
+            for row in result["claimed"]:
+                reclaimed.append(row["key"])
+                if complete(store, table, row["key"], execution_id):
+                    completed.append(row["key"])
+            if result["count"] == 0:
+                if not store.query(table, where=stale_before(threshold), limit=1):
+                    return {"reclaimed": reclaimed, "completed": completed}
+                time.sleep(0.005)
+
+
+# -- a stream of operations through a database restart ---------------------------------------
+
+
+def stream_through_restarts(
+    barrier: Any, url: str, worker: int, stop_file: str, deadline: float
+) -> list[dict[str, Any]]:
+    """Run update / claim / upsert operations until ``stop_file`` exists; log every outcome.
+
+    Each operation carries a marker unique to it (``w<worker>-<n>``) that it
+    writes in the same statement as its effect, so afterwards the parent can
+    tell exactly which operations committed, including the ones that raised.
+    """
+    outcomes: list[dict[str, Any]] = []
+    with AtomicStore(url) as store:
+        store.get("counters", "__warm-up__")
+        barrier.wait(timeout=60)
+        n = 0
+        while not os.path.exists(stop_file) and time.time() < deadline:
+            marker = f"w{worker}-{n}"
+            kind = ("update", "claim", "upsert")[n % 3]
+            started = time.time()
+            try:
+                result: Any = _operation(store, kind, marker)
+                outcome = {"status": "ok", "result": result}
+            except StoreUnavailableError as exc:
+                outcome = {"status": "unavailable", "error": str(exc)}
+            except Exception as exc:  # anything else is a failure the parent reports
+                outcome = {"status": "other", "error": f"{type(exc).__name__}: {exc}"}
+            outcome.update(kind=kind, marker=marker, started=started, ended=time.time())
+            outcomes.append(outcome)
+            n += 1
+            # A steady stream rather than a flood; a caller that saw an error backs off.
+            time.sleep(0.003 if outcome["status"] == "ok" else 0.02)
+    return outcomes
+
+
+def _operation(store: AtomicStore, kind: str, marker: str) -> Any:
+    if kind == "update":
+        # One statement: the count and the marker commit together or not at all.
+        return store.atomic_update(
+            "counters",
+            "total",
+            mutations=[
+                {"field": "n", "operation": "increment", "value": 1},
+                {"field": f"seen.{marker}", "operation": "set", "value": True},
+            ],
+        )["updated"]
+    if kind == "claim":
+        result = store.atomic_claim(
+            "queue",
+            where=PENDING,
+            limit=2,
+            mutations=[
+                {"field": "status", "operation": "set", "value": "claimed"},
+                {"field": "claimedBy", "operation": "set", "value": marker},
+            ],
+        )
+        return [row["key"] for row in result["claimed"]]
+    result = store.atomic_upsert(
+        "events",
+        marker,
+        insert_value={"marker": marker, "n": 0},
+        mutations=[{"field": "n", "operation": "increment", "value": 1}],
+    )
+    return result["inserted"]
