@@ -90,6 +90,10 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
         (rather than ``render_template_fields``) covers mapped and unmapped tasks alike.
         """
         ensure_namespace(cast("MutableMapping[str, Any]", context))
+        if seen_oids is not None and id(content) in seen_oids:
+            # A mapped value resolved from XCom at run time (a claimed key, say) is
+            # data, never a template: Airflow passes its id here so it is not rendered.
+            return content
         if isinstance(content, str):
             return render_value(jinja_env or self.get_template_env(), content, context)
         return super().render_template(content, context, jinja_env, seen_oids)

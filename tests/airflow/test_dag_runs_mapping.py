@@ -113,3 +113,23 @@ def test_an_empty_queue_maps_to_no_tasks(run_dag: RunDag, store_conn: str, dag_i
     assert run.xcom("drain_claimed") == []
     assert run.mapped_indexes("process") == run.mapped_indexes("mark_done") == []
     assert run.state_of("process") == run.state_of("mark_done") == "skipped"
+
+
+def test_claimed_keys_that_look_like_templates_are_used_verbatim(
+    run_dag: RunDag, store_conn: str, store_url: str, dag_id: str
+) -> None:
+    # Keys come from producers: rendering them as Jinja would target the wrong row.
+    keys = ["{{ run_id }}", "{{ 6 * 7 }}", "{% raw %}x{% endraw %}"]
+    with AtomicStore(store_url) as store:
+        for n, key in enumerate(keys):
+            store.put("pending_ops", key, {"status": "pending", "payload": n})
+
+    run = run_dag(dispatcher(dag_id, store_conn, limit=10))
+
+    assert run.state == "success"
+    assert [run.xcom("mark_done", map_index=i)["key"] for i in range(3)] == keys
+    assert all(run.xcom("mark_done", map_index=i)["updated"] for i in range(3))
+    with AtomicStore(store_url) as store:
+        assert {row["key"]: row["value"]["status"] for row in store.query("pending_ops")} == (
+            dict.fromkeys(keys, "done")
+        )
