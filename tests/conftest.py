@@ -31,6 +31,9 @@ import pytest
 from airflow_atomic_store import AtomicStore
 from tests.support.postgres_server import PostgresServer, PostgresServerError
 
+# Sets AIRFLOW_HOME & co. before anything imports Airflow; fixtures for DAG runs.
+pytest_plugins = ["tests.support.airflow_plugin"]
+
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),

@@ -9,6 +9,7 @@ the XComs, into a plain :class:`DagRunResult` for assertions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 _BUNDLE = "dags-folder"
@@ -73,14 +74,22 @@ def serialise(dag: Any) -> None:
         )
 
 
-def run_dag_test(dag: Any, *, conf: dict[str, Any] | None = None) -> DagRunResult:
+def run_dag_test(
+    dag: Any, *, conf: dict[str, Any] | None = None, logical_date: datetime | None = None
+) -> DagRunResult:
+    """Serialise ``dag``, run it once with ``dag.test()`` and collect what happened.
+
+    The run id derives from the logical date (now, unless given): processes that run
+    the same DAG at the same moment, each with its own metadata DB, pass distinct
+    logical dates so that their run ids (and execution ids) differ.
+    """
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
     serialise(dag)
-    dag_run = dag.test(run_conf=conf)
+    dag_run = dag.test(run_conf=conf, **({"logical_date": logical_date} if logical_date else {}))
     dag_id, run_id = dag_run.dag_id, dag_run.run_id
     with create_session() as session:
         tis = session.scalars(

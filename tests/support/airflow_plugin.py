@@ -1,9 +1,10 @@
-"""Real DAG runs for the Airflow layer: one throwaway ``AIRFLOW_HOME`` per session.
+"""Real DAG runs: one throwaway ``AIRFLOW_HOME`` per test session (a pytest plugin).
 
 Airflow reads its configuration when it is first imported, so the environment
 is set here, at import time, before any test module imports Airflow; importing
-Airflow earlier (say, from a plugin) would point it at the wrong home, so that
-is refused loudly.
+Airflow earlier would point it at the wrong home, so that is refused loudly.
+``tests/conftest.py`` loads this plugin, so every tier that runs DAGs
+(``tests/airflow``, ``tests/example_dags``) shares the home and its metadata DB.
 
 ``airflow_db``   (session) initialises the metadata DB once (``resetdb``).
 ``store_conn``   points a fresh Airflow connection at the test's fresh store
@@ -33,8 +34,8 @@ from tests.airflow.dagrun import DagRunResult, run_dag_test  # imports airflow l
 _HOME = Path(tempfile.mkdtemp(prefix="atomic-airflow-home-"))
 if "airflow" in sys.modules:  # pragma: no cover - a guard, not a code path
     raise RuntimeError(
-        "airflow was imported before tests/airflow/conftest.py could point AIRFLOW_HOME at a "
-        "throwaway directory; do not import airflow at collection time outside tests/airflow"
+        "airflow was imported before tests/support/airflow_plugin.py could point AIRFLOW_HOME "
+        "at a throwaway directory; do not import airflow before tests/conftest.py is loaded"
     )
 os.environ.update(
     {
@@ -49,7 +50,8 @@ os.environ.update(
 atexit.register(shutil.rmtree, _HOME, ignore_errors=True)
 
 
-# Warnings Airflow itself triggers and we cannot avoid; ignored for tests/airflow only.
+# Warnings Airflow itself triggers and we cannot avoid; ignored only where DAGs run.
+_DAG_TEST_DIRS = ("airflow", "example_dags")
 _AIRFLOW_WARNINGS = (
     # airflow.api_fastapi (the in-process execution API that dag.test() starts) imports
     # starlette's test client, which warns that httpx is deprecated in favour of httpx2.
@@ -58,9 +60,10 @@ _AIRFLOW_WARNINGS = (
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
+    tests = Path(__file__).parents[1]
+    dirs = [tests / name for name in _DAG_TEST_DIRS]
     for item in items:
-        if here in item.path.parents:
+        if any(directory in item.path.parents for directory in dirs):
             for spec in _AIRFLOW_WARNINGS:
                 item.add_marker(pytest.mark.filterwarnings(spec))
 
