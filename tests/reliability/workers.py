@@ -168,3 +168,89 @@ def _operation(store: AtomicStore, kind: str, marker: str) -> Any:
         mutations=[{"field": "n", "operation": "increment", "value": 1}],
     )
     return result["inserted"]
+
+
+# -- contention and first use ---------------------------------------------------------------
+
+
+def hammer(
+    barrier: Any, url: str, worker: int, iterations: int, reopen_every: int
+) -> dict[str, list[str]]:
+    """A mixed stream of every primitive on shared rows; any error fails the test.
+
+    The store is closed and reopened every ``reopen_every`` iterations, so
+    opening (schema check, WAL mode) also happens under contention.
+    """
+    me = f"worker-{worker}"
+    store = AtomicStore(url)
+    store.get("queue", "__warm-up__")
+    barrier.wait(timeout=60)
+    claimed: list[str] = []
+    try:
+        for i in range(iterations):
+            if i and i % reopen_every == 0:
+                store.close()
+                store = AtomicStore(url)
+            store.atomic_upsert(
+                "counters",
+                "hits",
+                insert_value={"n": 1},
+                mutations=[{"field": "n", "operation": "increment", "value": 1}],
+            )
+            result = store.atomic_claim("queue", where=PENDING, limit=1, execution_id=me)
+            for row in result["claimed"]:
+                claimed.append(row["key"])
+                if not complete(store, "queue", row["key"], me):
+                    raise AssertionError(f"{me} could not complete its own claim {row['key']}")
+            store.put("own", f"{me}-{i:05d}", {"worker": worker, "i": i})
+            if (
+                len(store.query("own", where=[{"field": "worker", "op": "eq", "value": worker}]))
+                < 1
+            ):
+                raise AssertionError(f"{me} cannot see its own rows")
+    finally:
+        store.close()
+    return {"claimed": claimed}
+
+
+FIRST_CALLS = (
+    "put",
+    "get",
+    "query",
+    "update",
+    "claim",
+    "seed",
+    "delete",
+    "ensure_claim_index",
+)
+
+
+def first_call(barrier: Any, url: str, which: str) -> Any:
+    """Open a store on a database nobody has used yet and make ``which`` its first call."""
+    barrier.wait(timeout=60)
+    with AtomicStore(url) as store:
+        if which == "put":
+            store.put("first", "put", {"by": which})
+        elif which == "get":
+            store.get("first", "anything")
+        elif which == "query":
+            store.query("first", where=PENDING)
+        elif which == "update":
+            store.atomic_update(
+                "first", "missing", mutations=[{"field": "n", "op": "set", "value": 1}]
+            )
+        elif which == "claim":
+            store.atomic_claim("first", where=PENDING)
+        elif which == "seed":
+            store.atomic_upsert("first", "seed", insert_value={"by": which})
+        elif which == "delete":
+            store.delete("first", "missing")
+        else:
+            store.ensure_claim_index(["status"])
+        # The store works for a second call too, on a row every process shares.
+        return store.atomic_upsert(
+            "first",
+            "count",
+            insert_value={"n": 1},
+            mutations=[{"field": "n", "operation": "increment", "value": 1}],
+        )["value"]["n"]
