@@ -254,3 +254,52 @@ def first_call(barrier: Any, url: str, which: str) -> Any:
             insert_value={"n": 1},
             mutations=[{"field": "n", "operation": "increment", "value": 1}],
         )["value"]["n"]
+
+
+# -- memory -----------------------------------------------------------------------------------
+
+
+def _memory_status(field: str) -> int:
+    """``VmRSS`` (resident now) or ``VmHWM`` (peak resident) of this process, in bytes."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"{field} not in /proc/self/status")
+
+
+def _reset_peak() -> None:
+    """Reset ``VmHWM`` to the current RSS (Linux >= 4.0), so the next peak is this step's."""
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
+
+
+def claim_big_batches(barrier: Any, url: str, table: str, rounds: int) -> dict[str, Any]:
+    """Claim the same 1000 large rows ``rounds`` times; measure each claim's peak memory.
+
+    Returns, per round, how far the claim raised the resident set above what it
+    was just before (``growth``), and the resident set after the result was
+    dropped (``retained``), to show memory does not accumulate across rounds.
+    """
+    import gc
+
+    with AtomicStore(url) as store:
+        store.get(table, "__warm-up__")
+        barrier.wait(timeout=60)
+        growth, retained, counts, payload = [], [], [], 0
+        where = PENDING
+        for round_ in range(rounds):
+            me = f"big-{round_}"
+            gc.collect()
+            _reset_peak()
+            before = _memory_status("VmRSS")
+            result = store.atomic_claim(table, where=where, limit=1000, execution_id=me)
+            growth.append(_memory_status("VmHWM") - before)
+            counts.append(result["count"])
+            if round_ == 0:
+                payload = sum(len(row["value"]["blob"]) for row in result["claimed"])
+            where = owned_by(me)  # the next round re-claims the same rows
+            del result
+            gc.collect()
+            retained.append(_memory_status("VmRSS"))
+        return {"growth": growth, "retained": retained, "counts": counts, "payload": payload}
