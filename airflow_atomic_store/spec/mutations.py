@@ -15,7 +15,7 @@ from typing import Any
 
 from airflow_atomic_store.exceptions import MutationError, SpecError
 from airflow_atomic_store.spec.paths import MISSING, FieldPath, parse_path, resolve
-from airflow_atomic_store.spec.values import INT_MAX, INT_MIN, check_json, is_number
+from airflow_atomic_store.spec.values import INT_MAX, INT_MIN, check_json, is_number, json_type
 
 _MUTATION_KEYS = {"field", "operation", "op", "value"}
 
@@ -167,16 +167,4 @@ def _prefix(path: FieldPath, depth: int) -> str:
 
 
 def _json_type(value: Any) -> str:
-    if value is MISSING:
-        return "missing value"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if is_number(value):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
+    return "missing value" if value is MISSING else json_type(value)

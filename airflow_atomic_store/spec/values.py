@@ -26,6 +26,21 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def json_type(value: Any) -> str:
+    """The JSON type name of a Python JSON value (as ``jsonb_typeof`` names it)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if is_number(value):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
 def json_equal(left: Any, right: Any) -> bool:
     """Deep JSON equality: numbers by value, booleans never equal numbers."""
     if is_number(left) and is_number(right):

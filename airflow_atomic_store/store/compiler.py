@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from airflow_atomic_store.spec import Condition
 from airflow_atomic_store.spec.paths import Segment
-from airflow_atomic_store.spec.values import is_number
+from airflow_atomic_store.spec.values import json_type
 
 ParamMaker = Callable[[Any], Any]
 
@@ -59,21 +59,6 @@ class WhereDialect(Protocol):
     always_true: str
 
 
-def value_kind(value: Any) -> str:
-    """The JSON kind of a condition value: part of the statement's shape."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if is_number(value):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 ConditionShape = tuple[tuple[Segment, ...], str, bool, str]
 
 
@@ -83,7 +68,7 @@ def condition_shape(condition: Condition) -> ConditionShape:
         condition.path.segments,
         op.positive,
         op.negates is not None,
-        value_kind(condition.value),
+        json_type(condition.value),
     )
 
 

@@ -33,6 +33,7 @@ from airflow_atomic_store.spec.options import OrderColumn
 from airflow_atomic_store.store.backend import Row, check_storage_table, claim_index_name
 from airflow_atomic_store.store.compiler import WhereCompiler
 from airflow_atomic_store.store.dialects import postgres_schema as schema
+from airflow_atomic_store.store.dialects.postgres_json import jsonb
 from airflow_atomic_store.store.dialects.postgres_where import PostgresWhere, path_sql
 
 Connect = Callable[[], psycopg.Connection[Any]]
@@ -199,7 +200,7 @@ class PostgresBackend:
 
     def put(self, table: str, key: str, value: dict[str, Any]) -> None:
         with self._cursor() as cur:
-            cur.execute(self._statement("put"), (table, key, Jsonb(value)))
+            cur.execute(self._statement("put"), (table, key, jsonb(value)))
 
     def get(self, table: str, key: str) -> dict[str, Any] | None:
         with self._cursor() as cur:
@@ -260,7 +261,7 @@ class PostgresBackend:
         self, table: str, key: str, insert_value: dict[str, Any], mutations: Sequence[Mutation]
     ) -> tuple[bool, dict[str, Any]]:
         kind = "upsert" if mutations else "seed"
-        args: tuple[Any, ...] = (table, key, Jsonb(insert_value))
+        args: tuple[Any, ...] = (table, key, jsonb(insert_value))
         if mutations:
             args += (_mutations_param(mutations),)
         with self._cursor() as cur:
@@ -271,7 +272,7 @@ class PostgresBackend:
 
 
 def _mutations_param(mutations: Sequence[Mutation]) -> Jsonb:
-    return Jsonb([mutation.to_json() for mutation in mutations])
+    return jsonb([mutation.to_json() for mutation in mutations])
 
 
 _INDEX_VALID = (

@@ -129,13 +129,15 @@ BEGIN
         RETURN to_jsonb(total);
     END IF;
     BEGIN
-        -- float8's text is the shortest exact form, as Python writes it; a
-        -- whole number gets Python's ".0" so it reads back as a float.
+        -- float8's text is the shortest exact form, as Python writes it (1e+16
+        -- included); as numeric with at least one fractional digit it is stored
+        -- positionally ("10000000000000000.0") and reads back as a float.
         total_text := (a::float8 + b::float8)::text;
-        IF total_text ~ '^-?[0-9]+$' THEN
-            total_text := total_text || '.0';
+        total := total_text::numeric;
+        IF scale(total) = 0 THEN
+            total := round(total, 1);
         END IF;
-        RETURN total_text::jsonb;
+        RETURN to_jsonb(total);
     EXCEPTION WHEN numeric_value_out_of_range THEN
         RETURN atomic_store_fail_v1(field, 'increment result is not a finite number');
     END;
