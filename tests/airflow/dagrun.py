@@ -8,6 +8,7 @@ the XComs, into a plain :class:`DagRunResult` for assertions.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -89,7 +90,14 @@ def run_dag_test(
     from sqlalchemy import select
 
     serialise(dag)
-    dag_run = dag.test(run_conf=conf, **({"logical_date": logical_date} if logical_date else {}))
+    defaults = _param_defaults(dag)
+    try:
+        dag_run = dag.test(
+            run_conf=conf, **({"logical_date": logical_date} if logical_date else {})
+        )
+    finally:
+        for param, value in defaults:
+            param.value = value
     dag_id, run_id = dag_run.dag_id, dag_run.run_id
     with create_session() as session:
         tis = session.scalars(
@@ -108,6 +116,25 @@ def run_dag_test(
         }
     state = _text(dag_run.state) or "none"
     return DagRunResult(dag_id=dag_id, run_id=run_id, state=state, tasks=tasks, xcoms=xcoms)
+
+
+def _param_defaults(dag: Any) -> list[tuple[Any, Any]]:
+    """Every ``Param`` of the DAG and its tasks, with its current value.
+
+    Airflow resolves a run's params by storing the run conf's values in the DAG's own
+    ``Param`` objects. A worker process parses the DAG afresh for each task, but
+    ``dag.test()`` runs every task in this process on the same DAG object, so without
+    a restore one run's conf would become the next run's defaults.
+    """
+    from airflow.sdk.definitions.param import ParamsDict
+
+    holders = [dag.params, *(getattr(task, "params", None) for task in dag.tasks)]
+    return [
+        (holder.get_param(name), copy.deepcopy(holder.get_param(name).value))
+        for holder in holders
+        if isinstance(holder, ParamsDict)
+        for name in holder
+    ]
 
 
 def _text(state: Any) -> str | None:

@@ -1,0 +1,107 @@
+"""The per-row work shared by the queue dispatcher and the stale-claim recovery DAGs.
+
+Both DAGs claim rows of the queue and then process every claimed row the same way
+("process exactly as in the main drain"), so that processing lives here, once.
+Airflow puts the DAGs folder on ``sys.path``, so the DAG files import it by name;
+``.airflowignore`` keeps the DAG processor from parsing it as a DAG file.
+
+A claim is at-least-once: a run can die after it performed a row's side effect but
+before it marked the row done, and the stale-claim recovery then hands that row out
+again. So the side effect itself is guarded by a process-once upsert keyed by the
+row (table ``pending_ops_effects``): only the run that inserts the effect row
+performs the effect, and a re-delivered row skips straight to being marked done.
+The effect row also records who performed it and how it went, which is what lets a
+test (or an operator on call) check that every item was processed exactly once.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from airflow.sdk import Param, XComArg, get_current_context, task
+
+from airflow_atomic_store import AtomicClaimOperator, AtomicStoreHook, timestamps
+from airflow_atomic_store.templating import execution_id
+
+QUEUE_PARAMS: dict[str, Any] = {
+    "conn_id": Param("atomic_store_default", type="string", description="the store's connection"),
+    "table": Param("pending_ops", type="string", description="the queue's table"),
+    "effects_table": Param(
+        "pending_ops_effects",
+        type="string",
+        description="one row per item whose side effect was performed (process-once guard)",
+    ),
+    "work_seconds": Param(
+        0.0, type="number", minimum=0, description="how long the simulated side effect takes"
+    ),
+}
+"""Parameters every queue-draining DAG takes; a run's conf can override each one."""
+
+
+def process_claimed_rows(claim: AtomicClaimOperator) -> XComArg:
+    """Add one mapped ``process`` task per row that ``claim`` won (none when it won none)."""
+    return process.expand(row=claim.claimed)
+
+
+# [START process_row]
+@task(map_index_template="{{ row_key }}")
+def process(row: dict[str, Any], **context: Any) -> dict[str, Any]:
+    """One claimed row: perform its side effect at most once, then finish it if still ours."""
+    get_current_context()["row_key"] = row["key"]  # names the mapped task instance in the UI
+    params = context["params"]
+    with AtomicStoreHook(params["conn_id"]) as hook:
+        return process_row(hook, row, params, me=execution_id(context))
+
+
+def process_row(
+    hook: AtomicStoreHook, row: dict[str, Any], params: dict[str, Any], *, me: str
+) -> dict[str, Any]:
+    key, payload = row["key"], row["value"].get("payload")
+
+    # Process once: the first delivery inserts the effect row and performs the effect.
+    effect = hook.atomic_upsert(
+        params["effects_table"],
+        key,
+        insert_value={"performedBy": me, "performedAt": timestamps.now(), "payload": payload},
+    )
+    if effect["inserted"]:
+        try:
+            send(payload, work_seconds=params["work_seconds"])
+            outcome = {"status": "done", "effect": "performed"}
+        except Exception as exc:  # the external call failed: record why, do not retry
+            outcome = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        hook.atomic_update(
+            params["effects_table"],
+            key,
+            mutations=[{"field": "outcome", "operation": "set", "value": outcome["status"]}],
+        )
+    else:  # re-delivered after a crash: the effect already happened (or failed) once
+        first = effect["value"]
+        outcome = {"status": "done", "effect": f"already performed by {first['performedBy']}"}
+        if first.get("outcome") == "failed":
+            outcome = {"status": "failed", "error": "the side effect failed in an earlier run"}
+
+    # Finish the row, guarded on the claim: a run whose claim was taken over changes nothing.
+    finished = hook.atomic_update(
+        params["table"],
+        key,
+        where=[{"field": "claimedBy", "operator": "equals", "value": me}],
+        mutations=[
+            {"field": field, "operation": "set", "value": value}
+            for field, value in {**outcome, "finishedAt": timestamps.now()}.items()
+        ],
+    )
+    if not finished["updated"]:
+        print(f"{key}: claimed by another run meanwhile; that run finishes it")
+    return {"key": key, **outcome, "finished": finished["updated"]}
+
+
+# [END process_row]
+
+
+def send(payload: Any, *, work_seconds: float) -> None:
+    """Stand-in for the real side effect (an HTTP call, a payment…): takes time, may fail."""
+    time.sleep(work_seconds)
+    if isinstance(payload, dict) and payload.get("fail"):
+        raise RuntimeError(f"the remote side refused the item: {payload['fail']}")

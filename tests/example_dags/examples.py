@@ -1,0 +1,41 @@
+"""Load the DAGs of ``example_dags/`` the way Airflow loads a DAGs folder.
+
+Airflow puts the DAGs folder on ``sys.path`` (so the DAG files can import their
+shared helper, ``_queue_processing``) and imports every DAG file; this does the
+same, once per process, and looks DAGs up by id. The ``make demo`` script uses it
+too. Import it only after ``AIRFLOW_HOME`` is set: loading DAGs imports Airflow.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+EXAMPLE_DAGS = Path(__file__).resolve().parents[2] / "example_dags"
+
+
+@cache
+def example_dags() -> dict[str, Any]:
+    """Every DAG defined in ``example_dags/``, by DAG id."""
+    from airflow.sdk import DAG
+
+    if str(EXAMPLE_DAGS) not in sys.path:
+        sys.path.insert(0, str(EXAMPLE_DAGS))
+    dags: dict[str, Any] = {}
+    for path in sorted(EXAMPLE_DAGS.glob("[!_]*.py")):
+        module = importlib.import_module(path.stem)
+        for value in vars(module).values():
+            if isinstance(value, DAG):
+                dags[value.dag_id] = value
+    return dags
+
+
+def example_dag(dag_id: str) -> Any:
+    """The example DAG ``dag_id``."""
+    dags = example_dags()
+    if dag_id not in dags:
+        raise KeyError(f"no example DAG {dag_id!r}; there are {sorted(dags)}")
+    return dags[dag_id]

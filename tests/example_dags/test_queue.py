@@ -1,0 +1,130 @@
+"""example_dags/queue_dispatcher.py and stale_claim_recovery.py end to end (both backends).
+
+Concurrent dispatcher runs and a dispatcher killed mid-batch: test_concurrent_runs.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from airflow_atomic_store import AtomicStore
+from airflow_atomic_store.timestamps import shifted
+from tests.airflow.dagrun import DagRunResult
+from tests.example_dags.examples import example_dag
+
+RunDag = Callable[..., DagRunResult]
+
+
+def rows(store_url: str, table: str = "pending_ops") -> dict[str, dict[str, Any]]:
+    with AtomicStore(store_url) as store:
+        return {row["key"]: row["value"] for row in store.query(table, limit=1000)}
+
+
+def test_the_producer_enqueues_each_item_once_even_when_run_again(
+    run_dag: RunDag, conf: dict[str, Any], store_url: str
+) -> None:
+    producer = example_dag("queue_producer")
+
+    first = run_dag(producer, conf={**conf, "count": 3, "key_prefix": "order"})
+    again = run_dag(producer, conf={**conf, "count": 4, "key_prefix": "order"})
+
+    assert first.state == again.state == "success"
+    assert first.xcom("enqueue") == ["order-0000", "order-0001", "order-0002"]
+    assert again.xcom("enqueue") == ["order-0003"]
+    queued = rows(store_url)
+    assert {key: value["status"] for key, value in queued.items()} == {
+        f"order-000{n}": "pending" for n in range(4)
+    }
+    assert queued["order-0002"] == {
+        "status": "pending",
+        "payload": {"item": 2},
+        "enqueuedBy": first.execution_id,
+    }
+
+
+def test_the_dispatcher_drains_a_fifo_batch_and_marks_each_row_done_or_failed(
+    run_dag: RunDag, conf: dict[str, Any], store_url: str
+) -> None:
+    with AtomicStore(store_url) as store:
+        for n in range(4):
+            payload = {"fail": "card declined"} if n == 1 else {"item": n}
+            store.put("pending_ops", f"op-{n}", {"status": "pending", "payload": payload})
+    dispatcher = example_dag("queue_dispatcher")
+
+    batch = run_dag(dispatcher, conf={**conf, "batch_size": 3})
+    rest = run_dag(dispatcher, conf={**conf, "batch_size": 3})
+    empty = run_dag(dispatcher, conf={**conf, "batch_size": 3})
+
+    assert batch.state == rest.state == empty.state == "success"
+    assert [row["key"] for row in batch.xcom("drain")["claimed"]] == ["op-0", "op-1", "op-2"]
+    assert batch.mapped_indexes("process") == [0, 1, 2]
+    assert batch.xcom("process", map_index=1) == {
+        "key": "op-1",
+        "status": "failed",
+        "error": "RuntimeError: the remote side refused the item: card declined",
+        "finished": True,
+    }
+    assert [row["key"] for row in rest.xcom("drain")["claimed"]] == ["op-3"]
+    # An empty queue is a no-op success: nothing claimed, no task mapped.
+    assert empty.xcom("drain") == {"claimed": [], "count": 0}
+    assert empty.mapped_indexes("process") == []
+    queued, effects = rows(store_url), rows(store_url, "pending_ops_effects")
+    assert {key: value["status"] for key, value in queued.items()} == {
+        "op-0": "done",
+        "op-1": "failed",
+        "op-2": "done",
+        "op-3": "done",
+    }
+    for key, run in (("op-0", batch), ("op-1", batch), ("op-2", batch), ("op-3", rest)):
+        assert queued[key]["claimedBy"] == effects[key]["performedBy"] == run.execution_id
+    assert queued["op-0"]["effect"] == "performed"
+    assert queued["op-1"]["error"].endswith("card declined")
+    assert {key: effect["outcome"] for key, effect in effects.items()} == {
+        "op-0": "done",
+        "op-1": "failed",
+        "op-2": "done",
+        "op-3": "done",
+    }
+
+
+def test_recovery_reclaims_only_stale_in_flight_rows_and_processes_them_like_the_dispatcher(
+    run_dag: RunDag, conf: dict[str, Any], store_url: str
+) -> None:
+    dead = "queue_dispatcher/manual__crashed"
+    long_ago, just_now = shifted(timedelta(hours=-1)), shifted(timedelta(seconds=-5))
+    with AtomicStore(store_url) as store:
+        for n in range(2):  # claimed an hour ago by a run that died
+            stale = {"status": "in_flight", "claimedAt": long_ago, "claimedBy": dead}
+            store.put("pending_ops", f"stale-{n}", {**stale, "payload": {"item": n}})
+        # The dead run had already performed stale-0's side effect before dying.
+        store.put("pending_ops_effects", "stale-0", {"performedBy": dead, "outcome": "done"})
+        live = {"status": "in_flight", "claimedAt": just_now, "claimedBy": "queue_dispatcher/busy"}
+        store.put("pending_ops", "busy", {**live, "payload": {}})
+        store.put("pending_ops", "waiting", {"status": "pending", "payload": {}})
+    recovery = example_dag("stale_claim_recovery")
+
+    run = run_dag(recovery, conf={**conf, "stale_after_seconds": 60})
+    again = run_dag(recovery, conf={**conf, "stale_after_seconds": 60})
+
+    assert run.state == again.state == "success"
+    assert [row["key"] for row in run.xcom("reclaim")["claimed"]] == ["stale-0", "stale-1"]
+    assert again.xcom("reclaim")["count"] == 0
+    queued, effects = rows(store_url), rows(store_url, "pending_ops_effects")
+    for n in range(2):
+        row = queued[f"stale-{n}"]
+        assert (row["status"], row["claimedBy"], row["recoveries"]) == (
+            "done",
+            run.execution_id,
+            1,
+        )
+        assert row["claimedAt"] > long_ago
+    # stale-0's effect is not performed a second time; stale-1's is performed now.
+    assert queued["stale-0"]["effect"] == f"already performed by {dead}"
+    assert effects["stale-0"] == {"performedBy": dead, "outcome": "done"}
+    assert queued["stale-1"]["effect"] == "performed"
+    assert effects["stale-1"]["performedBy"] == run.execution_id
+    # A fresh claim and a pending row are not the recovery's business.
+    assert queued["busy"] == {**live, "payload": {}}
+    assert queued["waiting"]["status"] == "pending"

@@ -1,0 +1,60 @@
+"""example_dags/rate_limit_per_key.py end to end (both backends; concurrent callers in
+test_concurrent_runs.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from airflow_atomic_store import AtomicStore
+from tests.airflow.dagrun import DagRunResult
+from tests.example_dags.examples import example_dag
+
+RunDag = Callable[..., DagRunResult]
+INTERVAL = 0.3
+
+
+def test_back_to_back_callers_get_slots_one_interval_apart_and_call_no_earlier(
+    run_dag: RunDag, conf: dict[str, Any], store_url: str
+) -> None:
+    dag = example_dag("rate_limit_per_key")
+    partner = {**conf, "key": "partner", "interval_seconds": 1.0}
+
+    first, second = run_dag(dag, conf=partner), run_dag(dag, conf=partner)
+
+    assert first.state == second.state == "success"
+    assert first.xcom("seed_slot")["inserted"] is True
+    calls = [first.xcom("call_at_slot"), second.xcom("call_at_slot")]
+    # However fast the second run came, its slot is at least an interval after the
+    # first's (it waited for it, or the stored slot was stale by then and reset).
+    assert calls[1]["slot"] >= calls[0]["slot"] + 1.0
+    assert all(call["calledAt"] >= call["slot"] for call in calls)
+    with AtomicStore(store_url) as store:
+        assert store.get("call_slots", "partner") == {"nextSlotAt": calls[1]["slot"] + 1.0}
+        recorded = [store.get("rate_limited_calls", run.execution_id) for run in (first, second)]
+    assert recorded == calls
+
+
+def test_a_stale_slot_is_reset_to_now_so_a_quiet_key_does_not_burst(
+    run_dag: RunDag, conf: dict[str, Any], store_url: str
+) -> None:
+    long_ago = time.time() - 3600  # the last call was an hour ago
+    with AtomicStore(store_url) as store:
+        store.put("call_slots", "partner", {"nextSlotAt": long_ago})
+
+    before = time.time()
+    run = run_dag(
+        example_dag("rate_limit_per_key"),
+        conf={**conf, "key": "partner", "interval_seconds": INTERVAL},
+    )
+    after = time.time()
+
+    assert run.state == "success"
+    assert run.xcom("reset_if_stale")["updated"] is True
+    call = run.xcom("call_at_slot")
+    # The slot is now, not an hour ago: without the reset, this caller and the next
+    # 12,000 would all find their slot in the past and call at once.
+    assert before <= call["slot"] <= call["calledAt"] <= after
+    with AtomicStore(store_url) as store:
+        assert store.get("call_slots", "partner") == {"nextSlotAt": call["slot"] + INTERVAL}
