@@ -38,3 +38,34 @@ def test_incrementing_a_boolean_behind_a_passing_guard_is_a_mutation_error(store
             mutations=[{"field": "$1", "operation": "increment", "value": 0}],
         )
     assert store.get("t", "row") == {"$1": False}
+
+
+# Found by tests/reliability/test_validator_fuzz.py: PostgreSQL stored a float written in
+# exponent form (1e+16) as a whole numeric, so it read back as an integer; an increment
+# by such a float took the integer path and failed its 64-bit range check.
+
+LARGE_FLOATS = {"a": 1e16, "b": -1e20, "c": 1.7976931348623157e308, "d": 5e-324, "e": 1.5e-7}
+
+
+def test_floats_of_any_magnitude_read_back_as_the_same_floats(store):
+    store.put("t", "row", {**LARGE_FLOATS, "nested": [LARGE_FLOATS]})
+    value = store.get("t", "row")
+    assert repr(value) == repr({**LARGE_FLOATS, "nested": [LARGE_FLOATS]})
+    store.put("t", "copy", value)  # a value read back can always be written again
+    assert repr(store.get("t", "copy")) == repr(value)
+
+
+@pytest.mark.parametrize(
+    ("document", "delta"),
+    [({}, 1e20), ({}, 1e16), ({"n": 5}, 1e16), ({"n": 1e16}, 1), ({"n": 2**63 - 1}, 1.0)],
+    ids=["missing-plus-1e20", "missing-plus-1e16", "int-plus-1e16", "1e16-plus-int", "max-int"],
+)
+def test_incrementing_by_or_from_a_large_float_adds_as_floats(store, document, delta):
+    mutations = [{"field": "n", "operation": "increment", "value": delta}]
+    expected = apply(parse_mutations(mutations), document)
+    store.put("t", "row", document)
+    result = store.atomic_update("t", "row", mutations=mutations)
+    assert repr(result["value"]) == repr(expected)
+    assert repr(store.get("t", "row")) == repr(expected)
+    upserted = store.atomic_upsert("t", "row", insert_value={}, mutations=mutations)
+    assert repr(upserted["value"]) == repr(apply(parse_mutations(mutations), expected))
