@@ -5,6 +5,7 @@
                    tables, so hundreds of cases do not each pay for schema creation.
 ``unreachable_url`` a store URL that cannot be reached: proves that a spec is judged
                    before any I/O (the store connects lazily).
+``offline_store``  one store per module on such a URL.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import itertools
 import os
 import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -44,8 +46,23 @@ def shared_store(shared_url: str) -> Iterator[AtomicStore]:
         yield store
 
 
+@pytest.fixture(scope="module")
+def offline_store(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AtomicStore]:
+    with (
+        _unreachable(backend, tmp_path_factory.mktemp("offline")) as url,
+        AtomicStore(url) as store,
+    ):
+        yield store
+
+
 @pytest.fixture
 def unreachable_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    with _unreachable(backend, tmp_path) as url:
+        yield url
+
+
+@contextmanager
+def _unreachable(backend: str, tmp_path: Path) -> Iterator[str]:
     if backend == "sqlite":
         blocker = tmp_path / "a-file-not-a-directory"
         blocker.write_text("")

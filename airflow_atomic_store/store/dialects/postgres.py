@@ -120,10 +120,12 @@ class PostgresBackend:
         if state == schema.MUTATION_ERROR_SQLSTATE:
             diag = exc.diag
             return MutationError(diag.message_detail or "mutations", diag.message_primary or "")
-        if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)) or state.startswith(
-            _TRANSIENT_PREFIXES
-        ):
-            self._discard_broken_connection()
+        self._discard_broken_connection()
+        if state:  # the server said why: only some classes are worth a retry
+            transient = state.startswith(_TRANSIENT_PREFIXES)
+        else:  # no SQLSTATE: connecting failed, or the connection broke
+            transient = isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
+        if transient:
             return StoreUnavailableError(f"PostgreSQL store unavailable: {exc}".strip())
         return AtomicStoreError(f"PostgreSQL store error: {exc}".strip())
 
