@@ -11,7 +11,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from airflow_atomic_store.spec import MISSING, OPERATORS, parse_path, resolve
+from airflow_atomic_store.spec import ALIASES, MISSING, OPERATORS, parse_path, resolve
 from airflow_atomic_store.spec.values import INT_MAX, INT_MIN
 
 # A small key pool makes random paths hit real fields often; it includes the
@@ -120,3 +120,228 @@ def mutation_lists(draw: st.DrawFn, document: dict[str, Any] | None = None) -> l
             delta = draw(st.integers(-5, 5) | floats | st.sampled_from([1, -1, 0.5]))
             items.append({"field": path, "operation": "increment", "value": delta})
     return items
+
+
+# -- raw input, valid or not: for fuzzing the validator ---------------------------------------
+#
+# Every strategy below draws the valid form most of the time and otherwise something
+# malformed: a wrong type, an unknown name, a bad path, a value that is not storable
+# JSON. A store given any of it must raise SpecError before I/O or return the
+# oracle's result; nothing may reach the database and fail there.
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+_cyclic: dict[str, Any] = {}
+_cyclic["self"] = _cyclic
+
+#: Python values that are not storable JSON, alone or nested.
+bad_values = st.sampled_from(
+    [
+        float("nan"),
+        float("inf"),
+        float("-inf"),
+        2**64,
+        -(2**63) - 1,
+        b"bytes",
+        object(),
+        {1: "non-string key"},
+        {"a\x00": 1},
+        "nul\x00",
+        "\ud800",
+        {"a": [1, float("nan")]},
+        {1, 2},
+        _nested(150),
+        _cyclic,
+    ]
+)
+#: Finite floats of any magnitude, and numbers at the edges of what is storable.
+edge_numbers = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
+    [1e16, 1e20, -1e300, 1.7976931348623157e308, 5e-324, -0.0, 0.1, INT_MAX, INT_MIN, 2**53 + 1]
+)
+#: Path segments of arbitrary Unicode (no dot, bracket or control character).
+segment_texts = st.text(
+    st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters=".[]"),
+    min_size=1,
+    max_size=6,
+)
+bad_paths = st.sampled_from(
+    [
+        "",
+        ".",
+        "a.",
+        ".a",
+        "a..b",
+        "a[",
+        "a]",
+        "a[]",
+        "a[-1]",
+        "a[01]",
+        "a[x]",
+        "[0]",
+        "a[0]b",
+        "a\x00b",
+        "a\tb",
+        "a\x7f",
+        "a\x9f",
+        "\ud800",
+        ".".join(["a"] * 33),
+        "a[2147483648]",
+        "a[99999999999999999999]",
+    ]
+) | st.sampled_from([None, 0, 1.5, True, ["a"], {"a": 1}, b"a"])
+junk = st.sampled_from(["status = 'pending'", 5, None, True, ["field"], b"x", 1.5])
+
+
+@st.composite
+def raw_paths(draw: st.DrawFn, document: dict[str, Any] | None = None) -> Any:
+    choice = draw(st.integers(0, 9))
+    if choice < 6:
+        return draw(paths(document))
+    if choice < 8:
+        text = draw(segment_texts)
+        for _ in range(draw(st.integers(0, 2))):
+            text += (
+                f"[{draw(st.integers(0, 3))}]" if draw(st.booleans()) else "." + draw(segment_texts)
+            )
+        return text
+    return draw(bad_paths)
+
+
+#: Anything a caller might pass as a value: JSON, edge numbers, or not storable at all.
+raw_values = json_values | edge_numbers | bad_values
+
+raw_operator_names = st.sampled_from(sorted(OPERATORS) + sorted(ALIASES)) | st.sampled_from(
+    ["like", "EQUALS", "", "= 1 OR 1=1", "eq ", None, 1, ["equals"]]
+)
+
+
+@st.composite
+def raw_conditions(draw: st.DrawFn, document: dict[str, Any] | None = None) -> Any:
+    choice = draw(st.integers(0, 9))
+    if choice < 5:
+        return draw(conditions(document))
+    if choice == 5:
+        return draw(junk)
+    item: dict[Any, Any] = {}
+    if draw(st.integers(0, 9)):
+        item["field"] = draw(raw_paths(document))
+    name_key = draw(st.sampled_from(["operator", "operator", "op", None]))
+    if name_key is not None:
+        item[name_key] = draw(raw_operator_names)
+    if draw(st.integers(0, 3)):
+        item["value"] = draw(raw_values)
+    if not draw(st.integers(0, 9)):
+        item[draw(st.sampled_from(["extra", "Field", 1]))] = 1
+    return item
+
+
+def raw_wheres(document: dict[str, Any] | None = None) -> st.SearchStrategy[Any]:
+    return (
+        st.none()
+        | st.lists(raw_conditions(document), max_size=4)
+        | st.lists(raw_conditions(document), max_size=3).map(tuple)
+        | raw_conditions(document)
+        | junk
+    )
+
+
+raw_operation_names = st.sampled_from(["set", "increment"]) | st.sampled_from(
+    ["append", "SET", "", None, 1, "increment; drop"]
+)
+
+
+@st.composite
+def raw_mutations(draw: st.DrawFn, document: dict[str, Any] | None = None) -> Any:
+    choice = draw(st.integers(0, 9))
+    if choice < 4:
+        return draw(mutation_lists(document))[0]
+    if choice == 4:
+        return draw(junk)
+    item: dict[Any, Any] = {}
+    if draw(st.integers(0, 9)):
+        item["field"] = draw(raw_paths(document))
+    name_key = draw(st.sampled_from(["operation", "operation", "op", None]))
+    if name_key is not None:
+        item[name_key] = draw(raw_operation_names)
+    if draw(st.integers(0, 5)):
+        item["value"] = draw(raw_values | st.sampled_from([True, False, "1", None, [1], {"n": 1}]))
+    if not draw(st.integers(0, 9)):
+        item["extra"] = 1
+    return item
+
+
+def raw_mutation_lists(document: dict[str, Any] | None = None) -> st.SearchStrategy[Any]:
+    return (
+        mutation_lists(document)
+        | st.lists(raw_mutations(document), max_size=3)
+        | raw_mutations(document)
+        | st.none()
+    )
+
+
+raw_matches = st.sampled_from(["all", "any"]) | st.sampled_from(
+    ["ALL", "Any", "most", "", None, 1, ["all"], "all OR 1=1"]
+)
+raw_limits = st.integers(-2, 1002) | st.sampled_from(
+    [0, 1, 1000, 1001, 10_000, 10_001, 1.0, 2.5, "10", None, True, False, float("nan"), 10**30]
+)
+raw_order_bys = st.sampled_from(["createdAt", "recordTimestamp"]) | st.sampled_from(
+    [
+        "created_at",
+        "record_timestamp",
+        "createdat",
+        "key",
+        "value",
+        "priority",
+        None,
+        1,
+        ["createdAt"],
+        "created_at DESC",
+        "created_at; DROP TABLE x",
+    ]
+)
+raw_directions = st.sampled_from(["asc", "desc"]) | st.sampled_from(
+    ["ASC", "Desc", "up", "", None, 1, "asc, key"]
+)
+raw_return_fields = (
+    st.none()
+    | st.lists(keys | segment_texts, max_size=3)
+    | st.sampled_from(["status", 5, [""], ["a\x00"], [1], ("a",), {"a": 1}, "a.b", "\ud800"])
+)
+raw_execution_ids = (
+    st.none()
+    | texts
+    | st.sampled_from(["", 1, "run\x00", "\ud800", ["id"], "x" * 2000, "it's", "%s"])
+)
+raw_tables = st.sampled_from(["", None, 1, "t\x00", "\ud800", "x" * 513, ["t"], b"t"])
+raw_keys = st.sampled_from(
+    ["", None, True, 1.5, "k\x00", "\udfff", "k" * 1025, 10**30, ["k"], b"k"]
+) | st.sampled_from([0, -1, 2**63 - 1, "'; --", "%s", "?", "$1", "é" * 512])
+
+#: Valid documents and mutations whose numbers reach the edges (huge, tiny, int64).
+edge_documents = st.dictionaries(keys, json_values | edge_numbers, max_size=5)
+
+
+@st.composite
+def edge_mutation_lists(
+    draw: st.DrawFn, document: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    items = []
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(paths(document))
+        if draw(st.booleans()):
+            items.append({"field": path, "operation": "set", "value": draw(edge_numbers)})
+        else:
+            items.append({"field": path, "operation": "increment", "value": draw(edge_numbers)})
+    return items
+
+
+execution_ids = st.none() | st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=8
+)
