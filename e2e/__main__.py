@@ -104,12 +104,19 @@ def main(argv: list[str] | None = None) -> int:
         default=PROJECT / ".e2e",
         help="working directory: AIRFLOW_HOME, logs, database (default .e2e)",
     )
+    parser.add_argument(
+        "--dags-folder",
+        type=Path,
+        help="serve these DAG files instead (default: example_dags, or e2e/dags with --smoke)",
+    )
     args = parser.parse_args(argv)
     if args.parallelism < 4:
         parser.error("--parallelism must be at least 4")
 
-    dags_folder = PROJECT / ("e2e/dags" if args.smoke else "example_dags")
-    deployment = Deployment(args.root.resolve(), dags_folder, parallelism=args.parallelism, say=say)
+    dags_folder = args.dags_folder or PROJECT / ("e2e/dags" if args.smoke else "example_dags")
+    deployment = Deployment(
+        args.root.resolve(), dags_folder.resolve(), parallelism=args.parallelism, say=say
+    )
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM):
         signal.signal(signum, _interrupt)
     signal.alarm(int(args.time_limit))
@@ -145,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signum, signal.SIG_IGN)  # let the clean-up finish
         if api is not None:
             api.close()
+        cpu = deployment.cpu_seconds()
+        if cpu:
+            summary["cpu"] = ", ".join(f"{name} {seconds:.0f}s" for name, seconds in cpu.items())
         killed = deployment.stop()
         if killed:
             say(f"had to SIGKILL on shutdown: {', '.join(killed)}")

@@ -8,6 +8,7 @@ broken).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -138,12 +139,32 @@ class AirflowApi:
     def runs(self, dag_id: str) -> list[dict[str, Any]]:
         return list(self._pages(f"/dags/{dag_id}/dagRuns", "dag_runs"))
 
+    def open_runs(self) -> list[dict[str, Any]]:
+        """Every queued or running run of every DAG, in one call."""
+        return list(self._pages("/dags/~/dagRuns", "dag_runs", state=["queued", "running"]))
+
     def task_instances(
         self, dag_id: str, run_id: str = "~", **filters: Any
     ) -> list[dict[str, Any]]:
         """Task instances of one run (or every run, ``"~"``), e.g. ``state="running"``."""
         path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances"
         return list(self._pages(path, "task_instances", **filters))
+
+    def xcom(
+        self, dag_id: str, run_id: str, task_id: str, key: str = "return_value", map_index: int = -1
+    ) -> Any:
+        """An XCom value (JSON), or None if the task pushed none."""
+        path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}"
+        response = self.request("GET", path, params={"map_index": map_index}, ok=(200, 404))
+        if response.status_code == 404:
+            return None
+        value = response.json()["value"]
+        if isinstance(value, str):  # stored serialised
+            try:
+                return json.loads(value)
+            except ValueError:
+                return value
+        return value
 
     def _pages(self, path: str, key: str, **params: Any) -> Iterator[dict[str, Any]]:
         offset = 0

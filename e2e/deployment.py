@@ -139,6 +139,8 @@ class Deployment:
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            # The files do not change during a run: parse them once, not every 30 s.
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
             # Task processes report to the execution API of the API server.
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.api_url}/execution/",
             "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",  # default 5s; 2 busy cores are slow
@@ -278,6 +280,39 @@ class Deployment:
             self.server.stop()
             self.server = None
         return killed
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time used so far by each component (with everything it forked) and by PostgreSQL.
+
+        On a shared machine wall time says little; CPU time says what the deployment cost.
+        Descendants that already exited count through their live ancestors.
+        """
+
+        def used(processes: Iterator[psutil.Process]) -> float:
+            total = 0.0
+            for process in processes:
+                try:
+                    times = process.cpu_times()
+                except psutil.Error:
+                    continue
+                total += times.user + times.system + times.children_user + times.children_system
+            return total
+
+        usage = {
+            name: used(processes_in_sessions({component.pid}))
+            for name, component in self.components.items()
+        }
+        scheduler = self.components.get("scheduler")
+        if scheduler is not None:  # split off the task processes the LocalExecutor forked
+            try:
+                times = psutil.Process(scheduler.pid).cpu_times()
+                usage["tasks"] = usage["scheduler"] - times.user - times.system
+                usage["scheduler"] = times.user + times.system
+            except psutil.Error:
+                pass
+        if self.server is not None and self.server.directory is not None:
+            usage["postgres"] = used(processes_under(self.server.directory))
+        return usage
 
     def task_candidates(self) -> list[psutil.Process]:
         """The scheduler's processes: its LocalExecutor workers and the task processes."""

@@ -1,0 +1,119 @@
+"""What must hold at the end, read from the store with the project's own Python API.
+
+Each check raises ``CheckFailed`` with a message that says what was expected and
+what was found, and returns the numbers the summary prints.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from airflow_atomic_store import AtomicStore
+
+__all__ = [
+    "CheckFailed",
+    "every_claim_accounted_for",
+    "every_item_done_with_one_effect",
+    "lease_intervals_never_overlap",
+    "read_table",
+]
+
+READ_LIMIT = 1000  # the store's largest query
+
+
+class CheckFailed(AssertionError):
+    """An end-to-end guarantee did not hold."""
+
+
+def read_table(store: AtomicStore, table: str) -> dict[str, dict[str, Any]]:
+    """Every row of a logical table, ``{key: value}`` (at most ``READ_LIMIT - 1`` rows)."""
+    page = store.query(table, limit=READ_LIMIT)
+    if len(page) >= READ_LIMIT:
+        raise CheckFailed(f"table {table!r} holds {READ_LIMIT} rows or more; the e2e reads fewer")
+    return {row["key"]: row["value"] for row in page}
+
+
+def status_counts(rows: dict[str, dict[str, Any]]) -> Counter[str]:
+    return Counter(str(value.get("status")) for value in rows.values())
+
+
+def every_item_done_with_one_effect(
+    items: dict[str, dict[str, Any]], effects: dict[str, dict[str, Any]], *, expected: int
+) -> None:
+    """``expected`` items, every one ``done``; exactly one side-effect record per item."""
+    if len(items) != expected:
+        raise CheckFailed(f"expected {expected} items in the queue, found {len(items)}")
+    statuses = status_counts(items)
+    if statuses != Counter({"done": expected}):
+        stuck = sorted(k for k, v in items.items() if v.get("status") != "done")[:10]
+        raise CheckFailed(f"expected every item done, found {dict(statuses)}; e.g. {stuck}")
+    missing = sorted(set(items) - set(effects))
+    unknown = sorted(set(effects) - set(items))
+    if missing or unknown:
+        raise CheckFailed(
+            f"side effects are not one per item: {len(missing)} item(s) without one "
+            f"(e.g. {missing[:5]}), {len(unknown)} for no item (e.g. {unknown[:5]})"
+        )
+    anonymous = sorted(k for k, v in effects.items() if not v.get("performedBy"))
+    if anonymous:
+        raise CheckFailed(f"side effects that no run performed: {anonymous[:5]}")
+
+
+def every_claim_accounted_for(
+    items: dict[str, dict[str, Any]], claims: dict[str, list[str]], tasks: Counter[str]
+) -> int:
+    """The claims never handed a row out twice, except to the recovery DAG.
+
+    ``claims`` maps each run to the keys its claim returned; ``tasks`` counts the
+    mapped ``process`` task instances per run. A row is claimed once by a
+    dispatcher, and once more each time a recovery run re-claims it (which
+    increments its ``recoveries``), so across all runs each key must appear
+    exactly ``1 + recoveries`` times; and every claimed row got its own mapped
+    task. Returns the number of claims.
+    """
+    claimed = Counter(key for keys in claims.values() for key in keys)
+    wrong = {
+        key: (claimed[key], 1 + int(value.get("recoveries") or 0))
+        for key, value in items.items()
+        if claimed[key] != 1 + int(value.get("recoveries") or 0)
+    }
+    if wrong:
+        sample = dict(sorted(wrong.items())[:5])
+        raise CheckFailed(
+            f"{len(wrong)} item(s) claimed a different number of times than 1 + recoveries "
+            f"(claimed, expected): {sample}"
+        )
+    unmapped = {
+        run: (tasks[run], len(keys)) for run, keys in claims.items() if tasks[run] != len(keys)
+    }
+    if unmapped:
+        raise CheckFailed(f"runs whose process tasks do not match their claims: {unmapped}")
+    return sum(claimed.values())
+
+
+def lease_intervals_never_overlap(intervals: Iterable[tuple[str, Any, Any]]) -> int:
+    """``(holder, start, end)`` canonical timestamps: no two intervals overlap; returns the count.
+
+    Canonical UTC timestamps compare correctly as strings. An interval that ends
+    exactly when the next starts does not overlap it.
+    """
+    ordered: list[tuple[str, str, str]] = []
+    for holder, start, end in intervals:
+        if not isinstance(start, str) or not isinstance(end, str):
+            raise CheckFailed(f"lease interval of {holder} is incomplete: {start!r} to {end!r}")
+        ordered.append((holder, start, end))
+    ordered.sort(key=lambda interval: (interval[1], interval[2]))
+    if not ordered:
+        raise CheckFailed("the lease log is empty: no run ever held the lease")
+    for holder, start, end in ordered:
+        if not start <= end:
+            raise CheckFailed(f"lease interval of {holder} ends before it starts: {start} > {end}")
+    for (first, _, first_end), (second, second_start, _) in itertools.pairwise(ordered):
+        if second_start < first_end:
+            raise CheckFailed(
+                f"lease held twice at once: {first} until {first_end}, {second} from {second_start}"
+            )
+    return len(ordered)

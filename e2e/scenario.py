@@ -1,0 +1,332 @@
+"""The end-to-end scenario over the example DAGs: what is triggered, killed, waited for.
+
+Everything overlaps on purpose, as in production:
+
+1. the claim index is created (the deployment step ``docs/deploying.md`` asks for)
+   and the DAGs are unpaused;
+2. ``queue_producer`` enqueues ``ITEMS`` items; ``queue_dispatcher`` runs are
+   triggered and kept topped up to ``DISPATCHER_BACKLOG`` open runs (more than
+   its ``max_active_runs`` of 4, so several always run at once) until the queue
+   is empty; ``cross_run_counter`` is triggered ``COUNTER_RUNS`` times at once;
+   ``leader_lease`` is triggered in waves, so that several runs contend each time
+   and the lease changes hands between waves;
+3. ``stale_claim_recovery`` runs alongside, every ``STALE_EVERY`` seconds, with a
+   threshold (``STALE_ALONGSIDE_SECONDS``) that healthy claims rarely reach -- and
+   if one does, taking it over is still safe, which the checks prove;
+4. once the drain is under way, one dispatcher run with a slow batch is
+   triggered and one of its ``process`` tasks is SIGKILLed (its task process,
+   found by its title) while its row is ``in_flight``: a stale claim;
+5. after the drain, recovery passes (threshold ``0``: every dispatcher run has
+   finished, so whatever is still ``in_flight`` is stale) until nothing is
+   ``in_flight``;
+6. every run must end; then ``verify`` checks the store and the task instances.
+
+Timing varies from run to run; what is asserted does not. Every wait is on a
+condition, with a generous time-out; the overall limit is ``python -m e2e``'s.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_atomic_store import AtomicStore
+from e2e import checks
+from e2e.api import AirflowApi, wait_for
+from e2e.deployment import Deployment
+from e2e.tasks import task_process
+
+# The example DAGs (example_dags/) and the tables they use, with their default params.
+PRODUCER = "queue_producer"
+DISPATCHER = "queue_dispatcher"
+PROCESS_TASK = "process"  # the per-row mapped task, in the dispatcher and the recovery DAG
+STALE = "stale_claim_recovery"
+COUNTER = "cross_run_counter"
+LEASE = "leader_lease"
+DAG_IDS = (PRODUCER, DISPATCHER, STALE, COUNTER, LEASE)
+CLAIM_TASK = {DISPATCHER: "drain", STALE: "reclaim"}
+QUEUE_TABLE = "pending_ops"
+EFFECTS_TABLE = "pending_ops_effects"
+COUNTER_TABLE, COUNTER_KEY = "counters", "runs"
+LEASE_LOG_TABLE = "lease_log"
+
+ITEMS = 500
+BATCH_SIZE = 20  # items per dispatcher claim
+DISPATCHER_BACKLOG = 6  # dispatcher runs kept queued or running (max_active_runs is 4)
+VICTIM_AFTER_DONE = 40  # trigger the slow batch to kill once this many items are done
+VICTIM_CONF = {"batch_size": 5, "work_seconds": 20.0}  # slow enough to be caught mid-batch
+COUNTER_RUNS = 50
+LEASE_WAVES, LEASE_RUNS_PER_WAVE, LEASE_WAVE_EVERY = 3, 3, 25.0
+STALE_EVERY = 45.0  # seconds between recovery runs alongside the dispatchers
+STALE_ALONGSIDE_SECONDS = 300  # their threshold
+RECOVERY_PASSES = 5
+DRAIN_TIMEOUT = 480.0
+POLL_SECONDS = 3.0  # each poll costs the API server a few requests: not too often
+
+
+@dataclass
+class Kill:
+    """The dispatcher task process that was SIGKILLed, and the row it left in flight."""
+
+    run_id: str
+    ti_id: str
+    row: str
+    pid: int
+    batch_in_flight: int
+
+
+@dataclass
+class Progress:
+    triggered: dict[str, list[str]] = field(default_factory=dict)
+    victim: str | None = None
+    kill: Kill | None = None
+    recovery_passes: int = 0
+    lease_waves: int = 0
+    last_lease_wave: float = 0.0
+    last_stale: float = 0.0
+
+    def count(self, dag_id: str) -> int:
+        return len(self.triggered.get(dag_id, []))
+
+
+class Driver:
+    """Triggers runs with readable ids and reads their states, through the REST API."""
+
+    def __init__(self, api: AirflowApi, deployment: Deployment, say: Callable[[str], None]):
+        self.api = api
+        self.deployment = deployment
+        self.say = say
+        self.progress = Progress()
+
+    def trigger(self, dag_id: str, label: str, conf: dict[str, Any] | None = None) -> str:
+        run_id = f"e2e-{label}-{self.progress.count(dag_id) + 1:03d}"
+        self.api.trigger(dag_id, run_id, conf or {})
+        self.progress.triggered.setdefault(dag_id, []).append(run_id)
+        return run_id
+
+    def states(self, dag_id: str) -> dict[str, str]:
+        return {run["dag_run_id"]: run["state"] for run in self.api.runs(dag_id)}
+
+    def open_runs(self) -> Counter[str]:
+        """How many runs of each DAG are queued or running (one REST call)."""
+        return Counter(run["dag_id"] for run in self.api.open_runs())
+
+    def all_finished(self) -> bool:
+        return not self.open_runs()
+
+
+def run(api: AirflowApi, deployment: Deployment, say: Callable[[str], None]) -> dict[str, Any]:
+    driver = Driver(api, deployment, say)
+    started = time.monotonic()
+    with AtomicStore(deployment.store_url) as store:
+        say(f"claim index {store.ensure_claim_index(['status'])} on the store")
+        for dag_id in DAG_IDS:
+            api.unpause(dag_id)
+        driver.trigger(PRODUCER, "produce", {"count": ITEMS})
+        for _ in range(COUNTER_RUNS):
+            driver.trigger(COUNTER, "count")
+        say(f"triggered {PRODUCER} ({ITEMS} items) and {COUNTER_RUNS} {COUNTER} runs")
+
+        drain(driver, store)
+        recover(driver, store)
+
+        say("waiting for every run to finish")
+        wait_for(
+            driver.all_finished,
+            timeout=300,
+            what="every run of every DAG to finish",
+            interval=3,
+            check=deployment.check_alive,
+        )
+        return verify(driver, store, time.monotonic() - started)
+
+
+# -- the drain, with everything else alongside ------------------------------------------------
+
+
+def drain(driver: Driver, store: AtomicStore) -> None:
+    """Keep dispatcher runs coming until the queue is empty; kill one task mid-batch."""
+    progress, say = driver.progress, driver.say
+    deadline = time.monotonic() + DRAIN_TIMEOUT
+    last_report = 0.0
+    while True:
+        driver.deployment.check_alive()
+        now = time.monotonic()
+        items = checks.read_table(store, QUEUE_TABLE)
+        statuses = checks.status_counts(items)
+        open_runs = driver.open_runs()
+        producing = open_runs[PRODUCER] > 0  # the one run triggered above (no schedule)
+        dispatchers_open = open_runs[DISPATCHER]
+        if now - last_report >= 15:
+            say(f"queue {dict(sorted(statuses.items()))}; open dispatcher runs {dispatchers_open}")
+            last_report = now
+
+        work_left = producing or statuses["pending"] > 0
+        if work_left:
+            for _ in range(DISPATCHER_BACKLOG - dispatchers_open):
+                driver.trigger(DISPATCHER, "dispatch", {"batch_size": BATCH_SIZE})
+        if progress.victim is None and (statuses["done"] >= VICTIM_AFTER_DONE or not work_left):
+            progress.victim = driver.trigger(DISPATCHER, "victim", VICTIM_CONF)
+            say(f"triggered {progress.victim}: a slow batch, to be killed mid-batch")
+        if progress.victim is not None and progress.kill is None:
+            progress.kill = kill_mid_batch(driver, items, progress.victim)
+        lease_wave(driver, now)
+        if now - progress.last_stale >= STALE_EVERY and open_runs[STALE] == 0:
+            driver.trigger(STALE, "alongside", {"stale_after_seconds": STALE_ALONGSIDE_SECONDS})
+            progress.last_stale = now
+
+        everything_started = progress.kill is not None and progress.lease_waves == LEASE_WAVES
+        if not work_left and dispatchers_open == 0 and everything_started:
+            say(f"queue drained: {dict(sorted(statuses.items()))}")
+            return
+        if now > deadline:
+            raise TimeoutError(
+                f"the drain did not finish in {DRAIN_TIMEOUT:.0f}s: queue {dict(statuses)}, "
+                f"{dispatchers_open} dispatcher runs open, killed: {progress.kill}"
+            )
+        time.sleep(POLL_SECONDS)
+
+
+def lease_wave(driver: Driver, now: float) -> None:
+    """Trigger the next wave of contending lease runs, when it is due."""
+    progress = driver.progress
+    if progress.lease_waves >= LEASE_WAVES or now - progress.last_lease_wave < LEASE_WAVE_EVERY:
+        return
+    for _ in range(LEASE_RUNS_PER_WAVE):
+        driver.trigger(LEASE, "lease")
+    progress.lease_waves += 1
+    progress.last_lease_wave = now
+
+
+def claimed_keys(api: AirflowApi, dag_id: str, run_id: str) -> list[str] | None:
+    """The keys a run's claim returned, in order (its mapped tasks' order), or None yet."""
+    result = api.xcom(dag_id, run_id, CLAIM_TASK[dag_id])
+    if not isinstance(result, dict):
+        return None
+    return [row["key"] for row in result["claimed"]]
+
+
+def kill_mid_batch(driver: Driver, items: dict[str, dict[str, Any]], victim: str) -> Kill | None:
+    """SIGKILL one running ``process`` task of ``victim`` while it holds its row in flight.
+
+    Returns None (try again at the next poll) until such a task is running.
+    """
+    running = driver.api.task_instances(DISPATCHER, victim, task_id=PROCESS_TASK, state="running")
+    if not running:
+        return None
+    keys = claimed_keys(driver.api, DISPATCHER, victim) or []
+    claimed_by = f"{DISPATCHER}/{victim}"
+    held = [
+        key
+        for key in keys
+        if items.get(key, {}).get("status") == "in_flight"
+        and items[key].get("claimedBy") == claimed_by
+    ]
+    candidates = driver.deployment.task_candidates()
+    for ti in running:
+        index = ti["map_index"]
+        row = keys[index] if 0 <= index < len(keys) else None
+        if row not in held:
+            continue
+        process = task_process(ti["id"], candidates)
+        if process is None:
+            continue
+        process.send_signal(signal.SIGKILL)
+        kill = Kill(victim, ti["id"], str(row), process.pid, len(held))
+        driver.say(
+            f"SIGKILLed task process {kill.pid} ({PROCESS_TASK}[{index}] of {victim}, row "
+            f"{row}) while its run held {kill.batch_in_flight} of {len(keys)} rows in flight"
+        )
+        return kill
+    return None
+
+
+def recover(driver: Driver, store: AtomicStore) -> None:
+    """Trigger recovery passes until no item is in flight."""
+    progress, say = driver.progress, driver.say
+    in_flight: list[str] = []
+    for attempt in range(RECOVERY_PASSES + 1):
+        wait_for(
+            lambda: not ({STALE, DISPATCHER} & set(driver.open_runs())),
+            timeout=300,
+            what="the dispatcher and stale-claim runs to finish",
+            interval=2,
+            check=driver.deployment.check_alive,
+        )
+        items = checks.read_table(store, QUEUE_TABLE)
+        in_flight = sorted(k for k, v in items.items() if v.get("status") == "in_flight")
+        if not in_flight:
+            say(f"nothing in flight after {progress.recovery_passes} final recovery pass(es)")
+            return
+        if attempt == RECOVERY_PASSES:
+            break
+        say(f"{len(in_flight)} item(s) in flight {in_flight[:5]}: recovery pass {attempt + 1}")
+        driver.trigger(STALE, "recover", {"stale_after_seconds": 0})
+        progress.recovery_passes += 1
+    raise checks.CheckFailed(f"still in flight after {RECOVERY_PASSES} passes: {in_flight[:10]}")
+
+
+# -- the checks ----------------------------------------------------------------------------------
+
+
+def verify(driver: Driver, store: AtomicStore, seconds: float) -> dict[str, Any]:
+    """Assert every guarantee; return the summary."""
+    progress, api = driver.progress, driver.api
+    kill = progress.kill
+    assert kill is not None  # drain() returns only after the kill
+    states = {dag_id: driver.states(dag_id) for dag_id in DAG_IDS}
+    for dag_id, runs in states.items():
+        expected_failure = kill.run_id if dag_id == DISPATCHER else None
+        failed = {
+            run_id: state
+            for run_id, state in runs.items()
+            if state != "success" and run_id != expected_failure
+        }
+        if failed:
+            raise checks.CheckFailed(f"runs of {dag_id} did not succeed: {failed}")
+    if states[DISPATCHER][kill.run_id] != "failed":
+        raise checks.CheckFailed(f"{kill.run_id}, whose task was killed, did not fail")
+
+    items = checks.read_table(store, QUEUE_TABLE)
+    effects = checks.read_table(store, EFFECTS_TABLE)
+    checks.every_item_done_with_one_effect(items, effects, expected=ITEMS)
+    claims: dict[str, list[str]] = {}
+    tasks: Counter[str] = Counter()
+    for dag_id, claim_task in CLAIM_TASK.items():
+        for run_id in states[dag_id]:
+            keys = claimed_keys(api, dag_id, run_id)
+            if keys is None:
+                raise checks.CheckFailed(f"{claim_task} of {dag_id} {run_id} returned no claim")
+            claims[f"{dag_id}/{run_id}"] = keys
+        for ti in api.task_instances(dag_id, task_id=PROCESS_TASK):
+            tasks[f"{dag_id}/{ti['dag_run_id']}"] += 1
+    claim_count = checks.every_claim_accounted_for(items, claims, tasks)
+    if not items[kill.row].get("recoveries"):
+        raise checks.CheckFailed(f"the killed task's row {kill.row} was never recovered")
+
+    counter = (store.get(COUNTER_TABLE, COUNTER_KEY) or {}).get("count")
+    if counter != COUNTER_RUNS:
+        raise checks.CheckFailed(f"the counter is {counter!r} after {COUNTER_RUNS} runs")
+    log = checks.read_table(store, LEASE_LOG_TABLE)
+    holders = checks.lease_intervals_never_overlap(
+        (key, value.get("start"), value.get("end")) for key, value in log.items()
+    )
+
+    recovered = {k: v["recoveries"] for k, v in items.items() if v.get("recoveries")}
+    return {
+        "items": f"{len(items)} done, each side effect once, none in flight",
+        "claims": f"{claim_count}, none handed out twice",
+        "runs": ", ".join(f"{dag_id} {len(runs)}" for dag_id, runs in states.items()),
+        "killed": f"{PROCESS_TASK} of {kill.run_id} for {kill.row}",
+        "recoveries": (
+            f"{len(recovered)} item(s) re-claimed {sum(recovered.values())} time(s), "
+            f"{progress.recovery_passes} final pass(es)"
+        ),
+        "counter": counter,
+        "lease": f"{holders} holding interval(s), none overlapping",
+        "scenario": f"{seconds:.0f}s",
+    }
