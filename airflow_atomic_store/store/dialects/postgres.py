@@ -154,7 +154,11 @@ class PostgresBackend:
         for); an invalid index left by an interrupted build is rebuilt.
         """
         name = claim_index_name(self._table_name, fields, column)
+        # Literals come with "%" doubled for the placeholder parser, but these DDL
+        # statements run without parameters: undouble, or the index would be on
+        # another key ('a%%b') than the claim filter's ('a%b') and never be used.
         expressions = ", ".join(path_sql(f.segments, root="value").json for f in fields)
+        expressions = expressions.replace("%%", "%")
         create = (
             f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {sql.Identifier(name).as_string(None)} "
             f"ON {self._table} (table_name, {expressions}, {column}, key)"
