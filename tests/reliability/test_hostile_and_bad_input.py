@@ -570,3 +570,15 @@ def test_a_where_with_the_most_conditions_runs_on_both_backends(
     assert [row["key"] for row in shared_store.query(table, where=where, match=match)] == ["k"]
     claimed = shared_store.atomic_claim(table, where=where, match=match, limit=1000)
     assert [row["key"] for row in claimed["claimed"]] == ["k"]
+
+
+def test_a_claim_index_on_a_hostile_field_name_serves_claims_on_that_field(
+    store: AtomicStore,
+) -> None:
+    for name in ["st%tus", "%s", "%%", "it's", 'say "hi"', "back\\slash", "?", "$1"]:
+        index = store.ensure_claim_index([name], order_by="recordTimestamp")
+        where = [{"field": name, "operator": "equals", "value": "pending"}]
+        plan = store.explain_claim("q", where=where, order_by="recordTimestamp")
+        # The index answers both the filter and the order: no filter or sort step is left.
+        assert index in plan, (name, plan)
+        assert not any(step in plan for step in ("Filter", "Sort", "TEMP B-TREE")), (name, plan)
