@@ -130,10 +130,9 @@ def test_reads_are_not_blocked_by_a_held_write_lock(
     with store_with_timeout(backend, store_url, TIMEOUT) as reader:
         reader.get("t", "free")
         with lock_held(backend, store_url, "t", "locked"):
-            started = time.monotonic()
+            # A read that waited for the lock would fail after TIMEOUT: these succeed.
             assert reader.get("t", "locked") == {"status": "pending", "n": 0}
             assert [row["key"] for row in reader.query("t", where=PENDING)] == ["locked", "free"]
-            assert time.monotonic() - started < TIMEOUT * 0.9
 
 
 @pytest.mark.postgres
@@ -143,14 +142,13 @@ def test_a_claim_steps_past_a_locked_row_without_waiting(
     backend: str, store_url: str, seeded: AtomicStore, lock_timeout: float | None
 ) -> None:
     seeded.put("t", "later", {"status": "pending", "n": 0})
-    with AtomicStore(store_url, lock_timeout=lock_timeout) as claimer:
+    # A claim that waited would fail: after lock_timeout, or after the statement
+    # timeout that keeps this test from hanging when no lock timeout is set.
+    with AtomicStore(store_url, lock_timeout=lock_timeout, statement_timeout=SLACK) as claimer:
         claimer.get("t", "free")
         with lock_held(backend, store_url, "t", "locked"):
-            started = time.monotonic()
             claimed = claimer.atomic_claim("t", where=PENDING, limit=10, execution_id="c")
-            elapsed = time.monotonic() - started
             assert [row["key"] for row in claimed["claimed"]] == ["free", "later"]
-            assert elapsed < TIMEOUT * 0.9 + (SLACK if lock_timeout is None else 0)
             # A second claim finds nothing it can take, still without waiting.
             assert claimer.atomic_claim("t", where=PENDING, execution_id="c")["count"] == 0
         # Once released, the skipped row is claimable.
