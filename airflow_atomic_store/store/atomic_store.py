@@ -57,14 +57,20 @@ def _postgres(url: str, **options: Any) -> Backend:
 _BACKENDS.update({"sqlite": _sqlite, "postgresql": _postgres, "postgres": _postgres})
 
 
+_CLAIM_PATHS = {name: parse_path(name, field=name) for name in ("status", "claimedAt", "claimedBy")}
+
+
 def default_claim_mutations(execution_id: str) -> tuple[Mutation, ...]:
-    """status → in_flight, claimedAt → now, claimedBy → the execution id."""
-    return parse_mutations(
-        [
-            {"field": "status", "operation": "set", "value": "in_flight"},
-            {"field": "claimedAt", "operation": "set", "value": timestamps.now()},
-            {"field": "claimedBy", "operation": "set", "value": execution_id},
-        ]
+    """status → in_flight, claimedAt → now, claimedBy → the execution id.
+
+    Built on paths parsed once: this runs on every claim, and re-parsing three
+    fixed mutations was most of a claim's Python time (docs/benchmarks.md).
+    The caller has validated ``execution_id`` (a non-empty, storable string).
+    """
+    return (
+        Mutation(_CLAIM_PATHS["status"], "set", "in_flight"),
+        Mutation(_CLAIM_PATHS["claimedAt"], "set", timestamps.now()),
+        Mutation(_CLAIM_PATHS["claimedBy"], "set", execution_id),
     )
 
 

@@ -7,6 +7,12 @@ enters arrays), creates missing parent objects for ``set``, and raises
 SQLSTATE ``AS001`` when a mutation cannot apply, which aborts the statement
 so nothing is written. The ``_v1`` suffix lets a later release change the
 function without breaking running workers.
+
+Loops walk arrays by index (``FOR i IN 0 .. jsonb_array_length(a) - 1``),
+not ``FOR x IN SELECT … jsonb_array_elements(a)``: a query loop runs an SPI
+query whose set-up PL/pgSQL repeats in every transaction, and each primitive
+is its own transaction, so it cost a guarded decrement about 0.4 ms per
+statement on the bench machine (see docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -86,8 +92,10 @@ CREATE OR REPLACE FUNCTION atomic_store_get_v1(doc jsonb, path jsonb) RETURNS js
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 DECLARE
     segment jsonb;
+    i integer;
 BEGIN
-    FOR segment IN SELECT s FROM jsonb_array_elements(path) AS p(s) LOOP
+    FOR i IN 0 .. jsonb_array_length(path) - 1 LOOP
+        segment := path -> i;
         IF jsonb_typeof(segment) = 'string' THEN
             doc := doc -> (segment #>> '{}');
         ELSIF jsonb_typeof(doc) = 'array' THEN
@@ -148,9 +156,11 @@ CREATE OR REPLACE FUNCTION atomic_store_apply_v1(doc jsonb, mutations jsonb) RET
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 DECLARE
     m jsonb;
+    i integer;
     new_value jsonb;
 BEGIN
-    FOR m IN SELECT x FROM jsonb_array_elements(mutations) AS t(x) LOOP
+    FOR i IN 0 .. jsonb_array_length(mutations) - 1 LOOP
+        m := mutations -> i;
         IF m ->> 'op' = 'set' THEN
             new_value := m -> 'value';
         ELSE
