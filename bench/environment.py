@@ -81,8 +81,27 @@ def describe_machine() -> dict[str, str]:
         "sqlite": _sqlite_version(),
         "postgresql": _postgres_version(),
         "load average at start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "store code": _store_commit(),
     }
     return info
+
+
+def _store_commit() -> str:
+    """The commit measured, and whether the package had uncommitted changes."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "airflow_atomic_store"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        return "unknown"
+    return f"{head}{' + uncommitted changes' if dirty else ''}" if head else "unknown"
 
 
 def _cpu_model() -> str:

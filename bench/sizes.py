@@ -28,9 +28,11 @@ class Sizes:
     hot_processes: int
     hot_increments: int
     hot_repeats: int
-    #: scenario 4: table sizes (1% pending) and claims of 10 timed per variant
+    #: scenario 4: table sizes (1% pending), claims of 10 per block, and blocks per variant
+    #: with the claim index (alternating store and SQL; unindexed claims get one block)
     scale_rows: tuple[int, ...]
     scale_claims: int
+    scale_rounds: int
     #: scenario 5: SQLite operations per process, and process counts
     sqlite_ops: int
     sqlite_processes: tuple[int, ...]
@@ -47,7 +49,7 @@ FULL = Sizes(
     drain_processes=(1, 2, 4, 8),
     drain_batches=(1, 10, 100),
     drain_cap_seconds=12.0,
-    naive_rows=20_000,
+    naive_rows=5_000,
     naive_processes=(4, 8),
     latency_calls=3_000,
     latency_rounds=6,
@@ -56,6 +58,7 @@ FULL = Sizes(
     hot_repeats=2,
     scale_rows=(10_000, 100_000, 1_000_000),
     scale_claims=10,
+    scale_rounds=3,
     sqlite_ops=2_000,
     sqlite_processes=(1, 4),
     dag_rows=100,
@@ -78,6 +81,7 @@ QUICK = Sizes(
     hot_repeats=1,
     scale_rows=(2_000, 20_000),
     scale_claims=5,
+    scale_rounds=1,
     sqlite_ops=200,
     sqlite_processes=(4,),
     dag_rows=10,
@@ -100,6 +104,7 @@ TINY = Sizes(
     hot_repeats=1,
     scale_rows=(1_000,),
     scale_claims=2,
+    scale_rounds=1,
     sqlite_ops=20,
     sqlite_processes=(2,),
     dag_rows=3,

@@ -99,7 +99,7 @@ def _naive(url: str, sizes: Sizes) -> list[dict[str, Any]]:
         _load(url, sizes.naive_rows, True)
         result = _timed(drain, ("naive", url, 10, 120.0), processes, 120.0)
         rows.append({"processes": processes, "batch": 10, "rows": sizes.naive_rows, **result})
-        progress(f"naive p={processes}: {result['duplicates']} rows claimed twice or more")
+        progress(f"naive p={processes}: {result['duplicates']} extra hand-outs")
     return rows
 
 
@@ -235,7 +235,7 @@ def _queue_tables(data: dict[str, Any]) -> list[str]:
         lines.append("")
     lines += ["**Naive select-then-update claimer** (no lock between reading and marking)", ""]
     lines += table(
-        ["claimers", "batch", "rows", "rows handed out", "claimed twice or more"],
+        ["claimers", "batch", "rows", "rows handed out", "handed out again (double claims)"],
         [
             [
                 str(r["processes"]),
