@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench import targets
+from bench import compare, targets
 from bench.report_format import table
 from bench.scenarios import SCENARIOS
 
@@ -55,6 +55,10 @@ def render(data: dict[str, Any], *, plot_name: str | None) -> str:
             continue
         lines += [f"## {number}. {module.TITLE} (`python -m bench {name}`)", ""]
         lines += [module.section(data[name]), ""]
-    if ANALYSIS.exists() and meta["mode"] == "full":
-        lines += [ANALYSIS.read_text().strip(), ""]
+    if meta["mode"] == "full":
+        changes = compare.section(data)
+        if changes:
+            lines += ["## Store changes these benchmarks led to", "", changes, ""]
+        if ANALYSIS.exists():
+            lines += [ANALYSIS.read_text().strip(), ""]
     return "\n".join(lines)
