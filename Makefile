@@ -1,4 +1,4 @@
-# make demo   – run the store demo on an embedded SQLite file
+# make demo   – run every recipe's example DAG on an embedded SQLite store; print a report
 # make test   – lint, type-check and run every test tier (SQLite + a throwaway PostgreSQL)
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -16,7 +16,7 @@ PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; 
 .PHONY: help venv demo test lint fmt postgres-binaries clean distclean bench bench-quick
 
 help:
-	@echo "make demo       run scripts/demo_store.py on an embedded SQLite store"
+	@echo "make demo       run the recipe DAGs (Airflow dag.test) on an embedded SQLite store"
 	@echo "make test       ruff, mypy and pytest (SQLite and PostgreSQL tests)"
 	@echo "make bench      benchmarks vs hand-written SQL and queues; writes docs/benchmarks.md"
 	@echo "make bench-quick the same at small sizes (about a minute); report in the temp dir"
@@ -39,7 +39,7 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 demo: venv
-	$(BIN)/python scripts/demo_store.py
+	$(BIN)/python scripts/demo.py
 
 # The test suite starts its own PostgreSQL server; it needs initdb and pg_ctl.
 postgres-binaries:
