@@ -39,12 +39,12 @@ QUEUE_PARAMS: dict[str, Any] = {
 """Parameters every queue-draining DAG takes; a run's conf can override each one."""
 
 
+# [START process_row]
 def process_claimed_rows(claim: AtomicClaimOperator) -> XComArg:
     """Add one mapped ``process`` task per row that ``claim`` won (none when it won none)."""
     return process.expand(row=claim.claimed)
 
 
-# [START process_row]
 @task(map_index_template="{{ row_key }}")
 def process(row: dict[str, Any], **context: Any) -> dict[str, Any]:
     """One claimed row: perform its side effect at most once, then finish it if still ours."""
