@@ -76,13 +76,13 @@ def serialise(dag: Any) -> None:
 
 
 def run_dag_test(
-    dag: Any, *, conf: dict[str, Any] | None = None, logical_date: datetime | None = None
+    dag: Any, *, conf: dict[str, Any] | None = None, run_after: datetime | None = None
 ) -> DagRunResult:
     """Serialise ``dag``, run it once with ``dag.test()`` and collect what happened.
 
-    The run id derives from the logical date (now, unless given): processes that run
-    the same DAG at the same moment, each with its own metadata DB, pass distinct
-    logical dates so that their run ids (and execution ids) differ.
+    The run id is ``manual__<run_after>`` (now, unless given): processes that run the
+    same DAG at the same moment, each with its own metadata DB, pass distinct
+    ``run_after`` times so that their run ids (and execution ids) differ.
     """
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel
@@ -92,9 +92,7 @@ def run_dag_test(
     serialise(dag)
     defaults = _param_defaults(dag)
     try:
-        dag_run = dag.test(
-            run_conf=conf, **({"logical_date": logical_date} if logical_date else {})
-        )
+        dag_run = dag.test(run_conf=conf, run_after=run_after)
     finally:
         for param, value in defaults:
             param.value = value

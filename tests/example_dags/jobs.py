@@ -1,7 +1,7 @@
 """Jobs that warm Airflow workers (tests/support/airflow_workers.py) run for the race tests.
 
 Each job runs example DAGs with ``dag.test()`` in the worker's own process and
-returns plain data (``DagRunResult``) for the test to check. A distinct logical date
+returns plain data (``DagRunResult``) for the test to check. A distinct ``run_after``
 per worker keeps run ids, and so execution ids, distinct across workers.
 """
 
@@ -11,13 +11,13 @@ from typing import Any
 
 from tests.airflow.dagrun import DagRunResult, run_dag_test
 from tests.example_dags.examples import example_dag
-from tests.support.airflow_workers import unique_logical_date
+from tests.support.airflow_workers import unique_run_after
 
 
 def run_example(dag_id: str, conf: dict[str, Any], times: int = 1) -> list[DagRunResult]:
     """Run the example DAG ``dag_id`` ``times`` times, one run after another."""
     dag = example_dag(dag_id)
-    return [run_dag_test(dag, conf=conf, logical_date=unique_logical_date()) for _ in range(times)]
+    return [run_dag_test(dag, conf=conf, run_after=unique_run_after()) for _ in range(times)]
 
 
 def drain_until_empty(conf: dict[str, Any], claim_task: str = "drain") -> list[DagRunResult]:
@@ -25,7 +25,7 @@ def drain_until_empty(conf: dict[str, Any], claim_task: str = "drain") -> list[D
     dag = example_dag("queue_dispatcher")
     runs: list[DagRunResult] = []
     while True:
-        run = run_dag_test(dag, conf=conf, logical_date=unique_logical_date())
+        run = run_dag_test(dag, conf=conf, run_after=unique_run_after())
         runs.append(run)
         if run.state != "success" or not run.xcom(claim_task)["count"]:
             return runs

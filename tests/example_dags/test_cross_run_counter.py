@@ -1,5 +1,5 @@
 """example_dags/cross_run_counter.py end to end (both backends; concurrent runs in
-test_concurrent_runs.py)."""
+test_when_runs_overlap.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """example_dags/leader_lease.py end to end (both backends; contenders in
-test_concurrent_runs.py)."""
+test_when_runs_overlap.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """example_dags/queue_dispatcher.py and stale_claim_recovery.py end to end (both backends).
 
-Concurrent dispatcher runs and a dispatcher killed mid-batch: test_concurrent_runs.py.
+Concurrent dispatcher runs and a dispatcher killed mid-batch: test_when_runs_overlap.py.
 """
 
 from __future__ import annotations

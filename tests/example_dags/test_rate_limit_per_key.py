@@ -1,5 +1,5 @@
 """example_dags/rate_limit_per_key.py end to end (both backends; concurrent callers in
-test_concurrent_runs.py)."""
+test_when_runs_overlap.py)."""
 
 from __future__ import annotations
 

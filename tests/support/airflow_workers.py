@@ -1,18 +1,28 @@
 """Warm Airflow processes that run DAGs at the same moment, for DAG-level race tests.
 
-A fresh interpreter spends seconds (tens, on a busy machine) importing Airflow and
-building the in-process execution API before its first ``dag.test()``: far longer
-than the races these tests provoke, and too slow to pay in every test. So a test
-session starts a few workers once. Each is a spawned interpreter with its own
-``AIRFLOW_HOME``, whose metadata DB is a copy of the session's (processes running
-DAGs at once must not share one SQLite metadata DB); it imports Airflow, runs one
-warm-up DAG, then serves jobs: it calls ``target(*args)`` and sends back the result.
-Jobs handed to several workers together run in separate OS processes at the same
-time, as separate Airflow workers would. A worker can be killed with SIGKILL in the
-middle of a job (a crashed worker); the pool starts a replacement at once.
+A fresh interpreter spends seconds of CPU (tens of seconds of wall time on a busy
+machine) importing Airflow and building the in-process execution API before its
+first ``dag.test()`` is fast: far longer than the races these tests provoke, and
+too slow to pay for every process. So a session starts one *zygote*: a spawned
+interpreter that imports Airflow, runs a warm-up DAG, stops the execution API's
+event-loop thread (so that it is single-threaded again) and then only forks.
+Each fork is a worker: an OS process of its own, warm from its first instruction,
+with its own ``AIRFLOW_HOME`` and its own copy of the metadata DB (processes that
+run DAGs at once must not share one SQLite metadata DB). A worker serves jobs: it
+calls ``target(*args)`` and sends back the result. Jobs handed to several workers
+together run their DAG runs at the same time, as separate Airflow workers would.
+A worker can be killed with SIGKILL in the middle of a job (a crashed worker); the
+pool forks a replacement at once.
 
-Workers write Airflow's output to ``worker.log`` in their home; a failure report
-includes its tail. No pytest import: the module is loaded by ``spawn`` children.
+The fork relies on two details of Airflow 3's ``dag.test()``: the execution API it
+runs in-process is cached by ``supervisor.in_process_api_server()``, and its
+transport owns a daemon thread named ``InProcessExecutionAPI-loop``. The zygote
+drops the transport and stops that thread before forking; each worker builds a
+new one on first use, reusing the warm FastAPI app. If Airflow changes this, the
+zygote fails loudly rather than forking a process with threads.
+
+Workers write Airflow's output to ``worker.log`` in their home; failure reports
+include its tail. No pytest import: the zygote is a ``spawn`` child.
 """
 
 from __future__ import annotations
@@ -20,61 +30,168 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
+import random
 import signal
 import sqlite3
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from contextlib import closing, suppress
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AirflowWorker", "AirflowWorkers", "WorkerError", "unique_logical_date"]
+__all__ = ["AirflowWorker", "AirflowWorkers", "WorkerError", "unique_run_after"]
 
-_READY_TIMEOUT = 300.0  # a cold start on a busy 2-core machine can take a minute or more
+_READY_TIMEOUT = 300.0  # the zygote's cold start on a busy 2-core machine can take minutes
+_LOOP_THREAD = "InProcessExecutionAPI-loop"
 _index: int | None = None  # this worker's number, in a worker process
 
 
-def unique_logical_date() -> datetime:
-    """Now, with the worker's number in the last two digits of the microseconds.
+class WorkerError(RuntimeError):
+    """The zygote or a worker raised, died or did not answer in time."""
 
-    ``dag.test()`` derives the run id from the logical date; workers with their own
-    metadata DBs could otherwise give two runs started together the same run id,
-    and so the same execution id, which would make them indistinguishable.
+
+def unique_run_after() -> datetime:
+    """Just now, with the worker's number in the last two digits of the microseconds.
+
+    ``dag.test()`` names a run ``manual__<run_after>``; workers with their own metadata
+    DBs could otherwise give two runs started together the same run id, and so the
+    same execution id, which would make them indistinguishable.
     """
-    now = datetime.now(timezone.utc)
+    now = datetime.now(timezone.utc) - timedelta(microseconds=100)
     return now.replace(microsecond=now.microsecond // 100 * 100 + (_index or 0) % 100)
 
 
-class WorkerError(RuntimeError):
-    """A worker raised, died or did not answer in time."""
+# -- in the zygote --------------------------------------------------------------------------
 
 
-def _serve(conn: Any, home: str, index: int) -> None:
-    """The worker's main loop (runs in the spawned child)."""
-    global _index
-    _index = index
-    log = open(Path(home) / "worker.log", "ab", buffering=0)  # noqa: SIM115 - lives as long as we do
-    os.dup2(log.fileno(), 1)
-    os.dup2(log.fileno(), 2)
-    os.environ.update(
-        {
-            "AIRFLOW_HOME": home,
-            "AIRFLOW__CORE__DAGS_FOLDER": str(Path(home) / "dags"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{Path(home) / 'airflow.db'}",
-        }
-    )
-    if "airflow" in sys.modules:
-        conn.send(("error", "airflow was imported before the worker could set AIRFLOW_HOME"))
-        return
+def _zygote(conn: Any, home: str) -> None:
     try:
+        _adopt_home(Path(home))
         _warm_up()
+        _make_single_threaded()
     except BaseException:
         conn.send(("error", traceback.format_exc()))
         return
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps killed workers
     conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            message = None
+        if message is None:
+            os._exit(0)  # nothing to clean up; Airflow's exit handlers only cost time
+        index, worker_home, worker_conn = message
+        pid = os.fork()
+        if pid == 0:
+            conn.close()
+            _worker(worker_conn, Path(worker_home), index, Path(home) / "airflow.db")
+        worker_conn.close()
+        conn.send(("forked", pid))
+
+
+def _adopt_home(home: Path) -> None:
+    """Point Airflow at ``home`` (before it is imported) and send output to its log."""
+    log = os.open(home / "worker.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    os.environ.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        }
+    )
+    if "airflow" in sys.modules:
+        raise WorkerError("airflow was imported before the zygote could set AIRFLOW_HOME")
+
+
+def _warm_up() -> None:
+    """Run a one-task DAG, so that every code path of a DAG run is imported and built."""
+    from airflow.sdk import task
+
+    from tests.airflow.dagrun import new_dag, run_dag_test
+
+    with new_dag("airflow_worker_warm_up") as dag:
+
+        @task
+        def noop() -> None:
+            return None
+
+        noop()
+    run = run_dag_test(dag)
+    if run.state != "success":
+        raise WorkerError(f"the warm-up DAG run ended {run.state}")
+
+
+def _make_single_threaded() -> None:
+    """Drop the in-process execution API's transport and stop its event-loop thread."""
+    from airflow.sdk.execution_time.supervisor import in_process_api_server
+
+    api = in_process_api_server()
+    with suppress(AttributeError):
+        del api.transport  # the next run in a worker builds a new one on the warm app
+    for thread in threading.enumerate():
+        if thread.name == _LOOP_THREAD:
+            loop = thread._target.__self__  # type: ignore[attr-defined]  # loop.run_forever
+            loop.call_soon_threadsafe(loop.stop)
+    for thread in threading.enumerate():  # the run's socket-comms thread ends within ~1 s
+        if thread is not threading.main_thread():
+            thread.join(timeout=30)
+    others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+    if others:
+        raise WorkerError(f"threads still running, refusing to fork: {others}")
+
+
+# -- in a worker (a fork of the zygote) -----------------------------------------------------
+
+
+def _worker(conn: Any, home: Path, index: int, zygote_db: Path) -> None:
+    global _index
+    _index = index
+    status = 0
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        random.seed()  # not the zygote's sequence: Airflow draws run-id suffixes from it
+        (home / "dags").mkdir(parents=True, exist_ok=True)
+        _copy_sqlite(zygote_db, home / "airflow.db")
+        _adopt_forked_home(home)
+        conn.send(("ready", os.getpid()))
+        _serve(conn)
+    except BaseException:
+        with suppress(Exception):
+            conn.send(("error", traceback.format_exc()))
+        status = 1
+    finally:
+        os._exit(status)  # never return into the zygote's loop
+
+
+def _adopt_forked_home(home: Path) -> None:
+    from airflow import settings
+
+    log = os.open(home / "worker.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    url = f"sqlite:///{home / 'airflow.db'}"
+    os.environ.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": url,
+        }
+    )
+    settings.engine.dispose(close=False)  # the zygote's pooled connections are not ours
+    settings.SQL_ALCHEMY_CONN = url
+    settings.configure_orm()
+
+
+def _serve(conn: Any) -> None:
     while True:
         try:
             message = conn.recv()
@@ -90,45 +207,19 @@ def _serve(conn: Any, home: str, index: int) -> None:
             conn.send(("error", traceback.format_exc()))
 
 
-def _warm_up() -> None:
-    """Run a one-task DAG, so that the first real run starts as fast as later ones."""
-    from airflow.sdk import task
-
-    from tests.airflow.dagrun import new_dag, run_dag_test
-
-    with new_dag("airflow_worker_warm_up") as dag:
-
-        @task
-        def noop() -> None:
-            return None
-
-        noop()
-    run = run_dag_test(dag)
-    if run.state != "success":
-        raise RuntimeError(f"the warm-up DAG run ended {run.state}")
+# -- in the test process --------------------------------------------------------------------
 
 
 class AirflowWorker:
     """One warm worker process; give it a job with :meth:`submit`, collect with :meth:`result`."""
 
-    def __init__(self, index: int, home: Path, template_db: Path) -> None:
+    def __init__(self, index: int, home: Path, conn: Any) -> None:
         self.index = index
         self.home = home
-        (home / "dags").mkdir(parents=True)
-        _copy_sqlite(template_db, home / "airflow.db")
-        context = multiprocessing.get_context("spawn")
-        self._conn, child_conn = context.Pipe()
-        self._process = context.Process(
-            target=_serve,
-            args=(child_conn, str(home), index),
-            name=f"airflow-worker-{index}",
-            daemon=True,
-        )
-        self._process.start()
-        child_conn.close()
+        self._conn = conn
         self.pid: int | None = None
 
-    def wait_ready(self, timeout: float = _READY_TIMEOUT) -> None:
+    def wait_ready(self, timeout: float = 60.0) -> None:
         if self.pid is None:
             status, payload = self._receive(timeout, "to start")
             if status != "ready":
@@ -149,55 +240,57 @@ class AirflowWorker:
 
     def kill(self) -> None:
         """SIGKILL the worker, as a crashed machine or an OOM kill would."""
-        if self._process.is_alive():
-            os.kill(self._process.pid or 0, signal.SIGKILL)
-        self._process.join(timeout=10)
+        if self.pid is not None:
+            with suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
         self._conn.close()
 
     def stop(self) -> None:
-        if self._process.is_alive():
-            with suppress(OSError):
-                self._conn.send(None)
-            self._process.join(timeout=10)
-            if self._process.is_alive():
-                self.kill()
+        with suppress(OSError):
+            self._conn.send(None)
         self._conn.close()
 
     def _receive(self, timeout: float, what: str) -> tuple[str, Any]:
         if not self._conn.poll(timeout):
-            alive = "alive" if self._process.is_alive() else f"exit {self._process.exitcode}"
-            raise WorkerError(
-                f"worker {self.index} ({alive}) took over {timeout:.0f}s {what}{self._log()}"
-            )
+            raise WorkerError(f"worker {self.index} took over {timeout:.0f}s {what}{self._log()}")
         try:
             message: tuple[str, Any] = self._conn.recv()
         except EOFError:
-            raise WorkerError(
-                f"worker {self.index} died (exit {self._process.exitcode}){self._log()}"
-            ) from None
+            raise WorkerError(f"worker {self.index} died{self._log()}") from None
         return message
 
     def _log(self, lines: int = 40) -> str:
-        path = self.home / "worker.log"
-        if not path.exists():
-            return ""
-        tail = path.read_text(errors="replace").splitlines()[-lines:]
-        return f"\n--- last {len(tail)} lines of {path} ---\n" + "\n".join(tail)
+        return _tail(self.home / "worker.log", lines)
 
 
 class AirflowWorkers:
-    """A pool of ``size`` warm workers, all started (in the background) on creation."""
+    """A zygote (started on creation, warming up in the background) and its forked workers."""
 
     def __init__(self, root: Path, template_db: Path, size: int) -> None:
         self._root = root
-        self._template_db = template_db
+        self._size = size
         self._numbers = itertools.count()
-        self._workers = [self._start() for _ in range(size)]
+        self._workers: list[AirflowWorker] = []
+        zygote_home = root / "zygote"
+        (zygote_home / "dags").mkdir(parents=True)
+        _copy_sqlite(template_db, zygote_home / "airflow.db")
+        self._zygote_home = zygote_home
+        context = multiprocessing.get_context("spawn")
+        self._context = context
+        self._zygote, child_conn = context.Pipe()
+        self._process = context.Process(
+            target=_zygote, args=(child_conn, str(zygote_home)), name="airflow-zygote", daemon=True
+        )
+        self._process.start()
+        child_conn.close()
+        self._zygote_ready = False
 
     def take(self, count: int) -> list[AirflowWorker]:
         """``count`` ready workers (they stay in the pool)."""
-        if count > len(self._workers):
-            raise ValueError(f"the pool has {len(self._workers)} workers, not {count}")
+        if count > self._size:
+            raise ValueError(f"the pool has {self._size} workers, not {count}")
+        while len(self._workers) < self._size:
+            self._workers.append(self._fork())
         chosen = self._workers[:count]
         for worker in chosen:
             worker.wait_ready()
@@ -217,17 +310,58 @@ class AirflowWorkers:
         return [worker.result(timeout) for worker in workers]
 
     def kill(self, worker: AirflowWorker) -> None:
-        """SIGKILL ``worker`` and start its replacement (which warms up in the background)."""
+        """SIGKILL ``worker`` and fork its replacement."""
         worker.kill()
-        self._workers[self._workers.index(worker)] = self._start()
+        self._workers[self._workers.index(worker)] = self._fork()
 
     def close(self) -> None:
         for worker in self._workers:
             worker.stop()
+        with suppress(OSError):
+            self._zygote.send(None)
+        self._process.join(timeout=5)
+        if self._process.is_alive():
+            self._process.kill()
+        self._zygote.close()
 
-    def _start(self) -> AirflowWorker:
-        number = next(self._numbers)
-        return AirflowWorker(number, self._root / f"worker-{number}", self._template_db)
+    def _fork(self) -> AirflowWorker:
+        self._wait_for_zygote()
+        index = next(self._numbers)
+        home = self._root / f"worker-{index}"
+        ours, theirs = self._context.Pipe()
+        self._zygote.send((index, str(home), theirs))
+        theirs.close()
+        status, payload = self._receive_from_zygote(60.0, "to fork")
+        if status != "forked":
+            raise WorkerError(f"the zygote could not fork:\n{payload}")
+        return AirflowWorker(index, home, ours)
+
+    def _wait_for_zygote(self) -> None:
+        if not self._zygote_ready:
+            status, payload = self._receive_from_zygote(_READY_TIMEOUT, "to warm up")
+            if status != "ready":
+                raise WorkerError(f"the zygote could not start:\n{payload}{self._log()}")
+            self._zygote_ready = True
+
+    def _receive_from_zygote(self, timeout: float, what: str) -> tuple[str, Any]:
+        if not self._zygote.poll(timeout):
+            raise WorkerError(f"the zygote took over {timeout:.0f}s {what}{self._log()}")
+        try:
+            message: tuple[str, Any] = self._zygote.recv()
+        except EOFError:
+            exit_code = self._process.exitcode
+            raise WorkerError(f"the zygote died (exit {exit_code}){self._log()}") from None
+        return message
+
+    def _log(self) -> str:
+        return _tail(self._zygote_home / "worker.log")
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    if not path.exists():
+        return ""
+    tail = path.read_text(errors="replace").splitlines()[-lines:]
+    return f"\n--- last {len(tail)} lines of {path} ---\n" + "\n".join(tail)
 
 
 def _copy_sqlite(source: Path, target: Path) -> None:
