@@ -148,7 +148,7 @@ def token_bucket(demo: Demo) -> None:
 
 def rate_limit_per_key(demo: Demo) -> None:
     demo.title(3, "Rate limit per key", "rate_limit_per_key")
-    interval = 2.0
+    interval = 1.0
     calls = []
     for _ in range(3):
         run = demo.run("rate_limit_per_key", key="partner-api", interval_seconds=interval)
