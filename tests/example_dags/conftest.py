@@ -1,10 +1,11 @@
 """Fixtures for running the example DAGs end to end (both backends).
 
-``airflow_workers``  (session) a pool of warm Airflow worker processes
-                     (tests/support/airflow_workers.py) for the tests that need DAG
-                     runs in several processes at once. When any collected test needs
-                     it, it starts with the first test of this directory, so its
-                     warm-up overlaps the single-process tests.
+``airflow_workers``  (session) warm Airflow worker processes, forked from one warmed-up
+                     zygote (tests/support/airflow_workers.py), for the tests that
+                     need DAG runs in several processes at once. When any collected
+                     test needs it, the zygote starts with the first test of this
+                     directory, so its warm-up overlaps the single-process tests
+                     (test_when_runs_overlap.py sorts last for that reason).
 ``conf``             the run conf every example DAG needs here: this test's
                      connection (``store_conn``, a fresh store) and nothing else.
 ``worker_env``       the environment a worker needs to reach that connection.
