@@ -160,14 +160,15 @@ def test_counter_runs_at_once_in_three_processes_never_lose_a_count(
     worker_env: dict[str, str],
     store_url: str,
 ) -> None:
-    job = (run_example, ("cross_run_counter", conf, 3))
+    job = (run_example, ("cross_run_counter", conf, 2))
 
     results = airflow_workers.run_together([job] * 3, env=worker_env)
 
     runs = [run for worker_runs in results for run in worker_runs]
-    assert [run.state for run in runs] == ["success"] * 9
-    assert sorted(run.xcom("report") for run in runs) == list(range(1, 10))
-    assert rows(store_url, "counters")["runs"]["count"] == 9
+    assert [run.state for run in runs] == ["success"] * 6
+    # Each run got its own value back: no two increments saw the same count.
+    assert sorted(run.xcom("report") for run in runs) == list(range(1, 7))
+    assert rows(store_url, "counters")["runs"]["count"] == 6
 
 
 def wait_for_rows(store_url: str, table: str, *, timeout: float) -> dict[str, dict[str, Any]]:
