@@ -13,11 +13,12 @@ PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; 
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null && { echo $$p; break; }; \
 	done)
 
-.PHONY: help venv demo test lint fmt postgres-binaries clean distclean bench bench-quick
+.PHONY: help venv demo test e2e lint fmt postgres-binaries clean distclean bench bench-quick
 
 help:
 	@echo "make demo       run the recipe DAGs (Airflow dag.test) on an embedded SQLite store"
 	@echo "make test       ruff, mypy and pytest (SQLite and PostgreSQL tests)"
+	@echo "make e2e        a real Airflow deployment (PostgreSQL, LocalExecutor) runs the example DAGs"
 	@echo "make bench      benchmarks vs hand-written SQL and queues; writes docs/benchmarks.md"
 	@echo "make bench-quick the same at small sizes (about a minute); report in the temp dir"
 	@echo "make lint       ruff check, ruff format --check, mypy"
@@ -65,6 +66,11 @@ test: venv postgres-binaries lint
 	$(BIN)/python -m pytest; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; \
 	exit $$status
+
+# Starts PostgreSQL and Airflow (api-server, scheduler, dag-processor, triggerer) under
+# .e2e/, drives the example DAGs through the REST API, asserts, stops everything.
+e2e: venv postgres-binaries
+	$(BIN)/python -m e2e
 
 # The bench extra (procrastinate, matplotlib, pyinstrument) is for benchmarks only.
 bench: venv postgres-binaries
