@@ -11,6 +11,11 @@ would reserve past slots and burst. So before reserving, a guarded update moves 
 stale ``nextSlotAt`` up to now; it only ever moves the value forward, so it cannot
 hand out a slot that someone else already holds.
 
+The reservation happens in the task that makes the call, just before it waits: a
+slot reserved by an earlier task would be "now" when reserved but only used after
+the scheduler started the next task, and that delay would eat into the interval
+before the next caller's slot.
+
 Each caller records its call (slot and actual time) in ``rate_limited_calls``.
 
 Try it (trigger several at once)::
@@ -26,12 +31,7 @@ from typing import Any
 
 from airflow.sdk import Param, dag, task
 
-from airflow_atomic_store import (
-    AtomicStoreHook,
-    AtomicUpdateOperator,
-    AtomicUpsertOperator,
-    timestamps,
-)
+from airflow_atomic_store import AtomicStoreHook, AtomicUpsertOperator, timestamps
 from airflow_atomic_store.templating import execution_id
 
 
@@ -49,7 +49,7 @@ from airflow_atomic_store.templating import execution_id
     },
 )
 def rate_limit_per_key() -> None:
-    # [START reserve_slot]
+    # [START call_at_slot]
     seed_slot = AtomicUpsertOperator(
         task_id="seed_slot",
         conn_id="{{ params.conn_id }}",
@@ -57,54 +57,57 @@ def rate_limit_per_key() -> None:
         key="{{ params.key }}",
         insert_value={"nextSlotAt": "{{ atomic.epoch_seconds }}"},  # seed-if-missing
     )
-    reset_if_stale = AtomicUpdateOperator(
-        task_id="reset_if_stale",
-        conn_id="{{ params.conn_id }}",
-        table="{{ params.table }}",
-        key="{{ params.key }}",
-        where=[{"field": "nextSlotAt", "operator": "lt", "value": "{{ atomic.epoch_seconds }}"}],
-        mutations=[
-            {"field": "nextSlotAt", "operation": "set", "value": "{{ atomic.epoch_seconds }}"}
-        ],
-    )
-    reserve_slot = AtomicUpdateOperator(
-        task_id="reserve_slot",
-        conn_id="{{ params.conn_id }}",
-        table="{{ params.table }}",
-        key="{{ params.key }}",
-        mutations=[
-            {
-                "field": "nextSlotAt",
-                "operation": "increment",
-                "value": "{{ params.interval_seconds }}",
-            }
-        ],
-    )
-    # [END reserve_slot]
 
-    # [START call_at_slot]
     @task
-    def call_at_slot(reserved: dict[str, Any], **context: Any) -> dict[str, Any]:
-        """Wait for the reserved slot, then make the call (simulated) and record it."""
-        params, started = context["params"], time.time()
-        slot = reserved["value"]["nextSlotAt"] - params["interval_seconds"]
-        while (wait := slot - time.time()) > 0:
-            time.sleep(wait)
-        called_at = time.time()  # the external call would start here
-        call = {
-            "key": params["key"],
-            "slot": slot,
-            "calledAt": called_at,
-            "calledAtTimestamp": timestamps.now(),
-            "waitedSeconds": round(called_at - started, 3),
-        }
+    def call_at_slot(**context: Any) -> dict[str, Any]:
+        """Reserve the next slot, wait for it, then make the call (simulated) and record it."""
+        params = context["params"]
         with AtomicStoreHook(params["conn_id"]) as hook:
+            reserved_at = time.time()
+            slot, was_stale = reserve_slot(hook, params)
+            while (wait := slot - time.time()) > 0:
+                time.sleep(wait)
+            called_at = time.time()  # the external call would start here
+            call = {
+                "key": params["key"],
+                "slot": slot,
+                "resetStale": was_stale,
+                "calledAt": called_at,
+                "calledAtTimestamp": timestamps.now(),
+                "waitedSeconds": round(called_at - reserved_at, 3),
+            }
             hook.put(params["calls_table"], execution_id(context), call)
         return call
 
-    seed_slot >> reset_if_stale >> reserve_slot
-    call_at_slot(reserve_slot.output)
+    seed_slot >> call_at_slot()
     # [END call_at_slot]
+
+
+# [START reserve_slot]
+def reserve_slot(hook: AtomicStoreHook, params: dict[str, Any]) -> tuple[float, bool]:
+    """Take the next free slot of ``params["key"]``; say whether a stale slot was reset."""
+    table, key, interval = params["table"], params["key"], params["interval_seconds"]
+    now = time.time()
+    # Reset-if-stale: a slot in the past moves up to now. The guard makes this move the
+    # value only forward, never over a slot another caller has just reserved.
+    reset = hook.atomic_update(
+        table,
+        key,
+        where=[{"field": "nextSlotAt", "operator": "lt", "value": now}],
+        mutations=[{"field": "nextSlotAt", "operation": "set", "value": now}],
+    )
+    # Reserve: advance the next free slot by one interval; ours is the value advanced from.
+    reserved = hook.atomic_update(
+        table,
+        key,
+        mutations=[{"field": "nextSlotAt", "operation": "increment", "value": interval}],
+    )
+    if not reserved["updated"]:
+        raise RuntimeError(f"no slot row for {key!r} in {table!r}: was it deleted?")
+    return reserved["value"]["nextSlotAt"] - interval, reset["updated"]
+
+
+# [END reserve_slot]
 
 
 rate_limit_per_key_dag = rate_limit_per_key()
