@@ -161,7 +161,9 @@ def rate_limit_per_key(demo: Demo) -> None:
             f"(waited {call['waitedSeconds']:.2f} s for its slot)"
         )
     gaps = [later["calledAt"] - earlier["calledAt"] for earlier, later in pairwise(calls)]
-    demo.line(f"calls spaced {', '.join(f'{gap:.3f}' for gap in gaps)} s apart: one interval each")
+    demo.line(
+        f"calls spaced {', '.join(f'{gap:.3f}' for gap in gaps)} s apart (interval {interval} s)"
+    )
     next_slot = demo.store.get("call_slots", "partner-api")["nextSlotAt"] - time.time()
     demo.line(f"store: call_slots/partner-api: next free slot in {max(next_slot, 0):.2f} s")
 
