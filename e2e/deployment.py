@@ -369,11 +369,11 @@ def kill_session(leader: int) -> list[int]:
 
 
 def processes_under(root: Path) -> Iterator[psutil.Process]:
-    """Live processes whose working directory is ``root`` or below it.
+    """Live Python and PostgreSQL processes whose working directory is ``root`` or below.
 
     Every component starts in ``root`` and the PostgreSQL server runs in its data
     directory under it, so this finds what an interrupted run left, whatever its
-    session.
+    session -- and not, say, a shell someone opened in ``.e2e/logs``.
     """
     root = root.resolve()
     for process in psutil.process_iter():
@@ -381,9 +381,11 @@ def processes_under(root: Path) -> Iterator[psutil.Process]:
             if process.pid == os.getpid() or process.status() == psutil.STATUS_ZOMBIE:
                 continue
             cwd = Path(process.cwd())
+            program = Path(process.exe()).name
         except (psutil.Error, OSError):
             continue
-        if cwd == root or root in cwd.parents:
+        ours = program.startswith("python") or program == "postgres"
+        if ours and (cwd == root or root in cwd.parents):
             yield process
 
 
