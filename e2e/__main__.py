@@ -152,9 +152,11 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signum, signal.SIG_IGN)  # let the clean-up finish
         if api is not None:
             api.close()
-        cpu = deployment.cpu_seconds()
-        if cpu:
+        try:
+            cpu = deployment.cpu_seconds()
             summary["cpu"] = ", ".join(f"{name} {seconds:.0f}s" for name, seconds in cpu.items())
+        except Exception as exc:  # a statistic: never in the way of the clean-up
+            summary["cpu"] = f"unknown ({exc})"
         killed = deployment.stop()
         if killed:
             say(f"had to SIGKILL on shutdown: {', '.join(killed)}")
@@ -162,8 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         if leftovers:
             say(f"FAILED: processes left behind: {[p.pid for p in leftovers]}")
             status = 1
-    summary["duration"] = f"{time.monotonic() - started:.0f}s"
-    say("summary: " + ", ".join(f"{key} {value}" for key, value in summary.items()))
+    summary["duration"] = f"{time.monotonic() - started:.0f}s (start, scenario, shutdown)"
+    width = max(len(key) for key in summary)
+    say("summary\n" + "\n".join(f"  {key:<{width}}  {value}" for key, value in summary.items()))
     say("PASSED" if status == 0 else f"FAILED (logs in {deployment.logs})")
     return status
 

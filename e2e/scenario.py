@@ -34,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import psutil
+
 from airflow_atomic_store import AtomicStore
 from e2e import checks
 from e2e.api import TERMINAL_RUN_STATES, AirflowApi, wait_for
@@ -173,7 +175,7 @@ def drain(driver: Driver, store: AtomicStore) -> None:
             progress.victim = driver.trigger(DISPATCHER, "victim", VICTIM_CONF)
             say(f"triggered {progress.victim}: a slow batch, to be killed mid-batch")
         if progress.victim is not None and progress.kill is None:
-            progress.kill = kill_mid_batch(driver, items, progress.victim)
+            progress.kill = kill_mid_batch(driver, store, progress.victim)
         lease_wave(driver, now)
         if now - progress.last_stale >= STALE_EVERY and open_runs[STALE] == 0:
             driver.trigger(STALE, "alongside", {"stale_after_seconds": STALE_ALONGSIDE_SECONDS})
@@ -210,36 +212,41 @@ def claimed_keys(api: AirflowApi, dag_id: str, run_id: str) -> list[str] | None:
     return [row["key"] for row in result["claimed"]]
 
 
-def kill_mid_batch(driver: Driver, items: dict[str, dict[str, Any]], victim: str) -> Kill | None:
+def kill_mid_batch(driver: Driver, store: AtomicStore, victim: str) -> Kill | None:
     """SIGKILL one running ``process`` task of ``victim`` while it holds its row in flight.
 
-    Returns None (try again at the next poll) until such a task is running.
+    Returns None (try again at the next poll) until a task was killed with its row
+    still in flight afterwards: a stale claim.
     """
     running = driver.api.task_instances(DISPATCHER, victim, task_id=PROCESS_TASK, state="running")
     if not running:
         return None
     keys = claimed_keys(driver.api, DISPATCHER, victim) or []
     claimed_by = f"{DISPATCHER}/{victim}"
-    held = [
-        key
-        for key in keys
-        if items.get(key, {}).get("status") == "in_flight"
-        and items[key].get("claimedBy") == claimed_by
-    ]
+
+    def held(key: str | None) -> bool:
+        value = store.get(QUEUE_TABLE, key) if key else None
+        if value is None:
+            return False
+        return value.get("status") == "in_flight" and value.get("claimedBy") == claimed_by
+
     candidates = driver.deployment.task_candidates()
     for ti in running:
         index = ti["map_index"]
         row = keys[index] if 0 <= index < len(keys) else None
-        if row not in held:
-            continue
         process = task_process(ti["id"], candidates)
-        if process is None:
+        if process is None or not held(row):
             continue
         process.send_signal(signal.SIGKILL)
-        kill = Kill(victim, ti["id"], str(row), process.pid, len(held))
+        psutil.wait_procs([process], timeout=10)
+        if not held(row):  # it finished the row just before it died: not a stale claim
+            driver.say(f"killed {PROCESS_TASK}[{index}] of {victim} too late; trying another")
+            continue
+        in_flight = sum(held(key) for key in keys)
+        kill = Kill(victim, ti["id"], str(row), process.pid, in_flight)
         driver.say(
             f"SIGKILLed task process {kill.pid} ({PROCESS_TASK}[{index}] of {victim}, row "
-            f"{row}) while its run held {kill.batch_in_flight} of {len(keys)} rows in flight"
+            f"{row}) while its run held {in_flight} of {len(keys)} rows in flight"
         )
         return kill
     return None
