@@ -11,8 +11,10 @@ mutation semantics are the oracle's by construction.
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -115,7 +117,11 @@ class SqliteBackend:
             check_same_thread=False,
         )
         register_functions(connection)
-        connection.execute("PRAGMA journal_mode=WAL")
+        try:
+            self._use_wal(connection)
+        except BaseException:
+            connection.close()
+            raise
         connection.execute("PRAGMA synchronous=NORMAL")
         connection.execute("BEGIN IMMEDIATE")
         try:
@@ -127,6 +133,24 @@ class SqliteBackend:
             connection.execute("ROLLBACK")
             raise
         return connection
+
+    def _use_wal(self, connection: sqlite3.Connection) -> None:
+        """Switch a new database to WAL (persistent, so only its first user does).
+
+        Changing the journal mode needs an exclusive lock and SQLite reports
+        "database is locked" at once, without the busy handler, while another
+        process is opening the same fresh file; so retry until the busy timeout.
+        """
+        deadline = time.monotonic() + self._busy_timeout
+        while True:
+            try:
+                if connection.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    connection.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_transient(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(random.uniform(0.005, 0.05))
 
     @contextmanager
     def _transaction(self, *, write: bool = True) -> Iterator[sqlite3.Connection]:
