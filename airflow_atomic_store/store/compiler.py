@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
 
-from airflow_atomic_store.spec import Condition
+from airflow_atomic_store.spec import Condition, Ordering
 from airflow_atomic_store.spec.paths import Segment
 from airflow_atomic_store.spec.values import json_type
 
@@ -76,6 +76,12 @@ def where_shape(
     conditions: Sequence[Condition], match: str
 ) -> tuple[tuple[ConditionShape, ...], str]:
     return tuple(condition_shape(c) for c in conditions), match
+
+
+def order_sql(ordering: Ordering) -> str:
+    """``ORDER BY`` terms: the column, then the key in the same direction (ties)."""
+    direction = ordering.direction.upper()
+    return f"r.{ordering.column} {direction}, r.key {direction}"
 
 
 @dataclass(frozen=True)

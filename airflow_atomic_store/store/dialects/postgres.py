@@ -31,7 +31,7 @@ from airflow_atomic_store.exceptions import (
 from airflow_atomic_store.spec import Condition, FieldPath, Mutation, Ordering
 from airflow_atomic_store.spec.options import OrderColumn
 from airflow_atomic_store.store.backend import Row, check_storage_table, claim_index_name
-from airflow_atomic_store.store.compiler import WhereCompiler
+from airflow_atomic_store.store.compiler import WhereCompiler, order_sql
 from airflow_atomic_store.store.dialects import postgres_schema as schema
 from airflow_atomic_store.store.dialects.postgres_json import jsonb
 from airflow_atomic_store.store.dialects.postgres_where import PostgresWhere, path_sql
@@ -41,11 +41,6 @@ Connect = Callable[[], psycopg.Connection[Any]]
 #: SQLSTATE classes that mean "try again later": connection trouble,
 #: lock/statement timeouts, serialisation failures, server shutdown.
 _TRANSIENT_PREFIXES = ("08", "40", "53", "55P03", "57")
-
-
-def _order_sql(ordering: Ordering) -> str:
-    direction = ordering.direction.upper()
-    return f"r.{ordering.column} {direction}, r.key {direction}"
 
 
 class PostgresBackend:
@@ -193,7 +188,7 @@ class PostgresBackend:
             .format(
                 table=self._table,
                 where=where_sql,
-                order=_order_sql(ordering) if ordering else "",
+                order=order_sql(ordering) if ordering else "",
                 order_column=ordering.column if ordering else "",
                 apply=apply,
             )

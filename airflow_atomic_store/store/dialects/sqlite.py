@@ -27,7 +27,7 @@ from airflow_atomic_store.spec import Condition, FieldPath, Mutation, Ordering, 
 from airflow_atomic_store.spec.options import OrderColumn
 from airflow_atomic_store.spec.values import dumps
 from airflow_atomic_store.store.backend import Row, check_storage_table, claim_index_name
-from airflow_atomic_store.store.compiler import WhereCompiler
+from airflow_atomic_store.store.compiler import WhereCompiler, order_sql
 from airflow_atomic_store.store.dialects.sqlite_where import (
     SqliteWhere,
     path_sql,
@@ -203,9 +203,7 @@ class SqliteBackend:
         self, kind: str, where: Sequence[Condition], match: str, ordering: Ordering
     ) -> tuple[str, list[Any]]:
         where_sql, params = self._where.compile(where, match)
-        direction = ordering.direction.upper()
-        order_sql = f"r.{ordering.column} {direction}, r.key {direction}"
-        return self._statement(kind, where_sql, order_sql), params
+        return self._statement(kind, where_sql, order_sql(ordering)), params
 
     def _select(
         self,
