@@ -7,8 +7,10 @@ what was found, and returns the numbers the summary prints.
 from __future__ import annotations
 
 import itertools
+import re
 from collections import Counter
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from airflow_atomic_store import AtomicStore
@@ -22,6 +24,9 @@ __all__ = [
 ]
 
 READ_LIMIT = 1000  # the store's largest query
+_ISO = re.compile(
+    r"^(?P<base>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(?P<fraction>\d+))?(?P<offset>Z|[+-]\d\d:\d\d)?$"
+)
 
 
 class CheckFailed(AssertionError):
@@ -92,6 +97,30 @@ def every_claim_accounted_for(
     if unmapped:
         raise CheckFailed(f"runs whose process tasks do not match their claims: {unmapped}")
     return sum(claimed.values())
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO 8601 timestamp as the REST API writes it (``Z`` or an offset, any fraction)."""
+    match = _ISO.match(text)
+    if match is None:
+        raise ValueError(f"not an ISO 8601 timestamp: {text!r}")
+    fraction = (match["fraction"] or "")[:6].ljust(6, "0")
+    offset = "+00:00" if match["offset"] in ("Z", None) else match["offset"]
+    return datetime.fromisoformat(f"{match['base']}.{fraction}{offset}")
+
+
+def most_at_once(intervals: list[tuple[str, str]]) -> int:
+    """The largest number of ``(start, end)`` intervals (ISO timestamps) open at one instant."""
+    events = sorted(
+        [(parse_time(start), 1) for start, _ in intervals]
+        + [(parse_time(end), -1) for _, end in intervals],
+        key=lambda event: (event[0], event[1]),  # an end before a start at the same instant
+    )
+    most = current = 0
+    for _, change in events:
+        current += change
+        most = max(most, current)
+    return most
 
 
 def lease_intervals_never_overlap(intervals: Iterable[tuple[str, Any, Any]]) -> int:

@@ -331,6 +331,18 @@ def verify(driver: Driver, store: AtomicStore, seconds: float) -> dict[str, Any]
     if not items[kill.row].get("recoveries"):
         raise checks.CheckFailed(f"the killed task's row {kill.row} was never recovered")
 
+    # The runs really overlapped: several of each ran at the same instant.
+    at_once = {}
+    for dag_id in (DISPATCHER, COUNTER):
+        spans = [
+            (run["start_date"], run["end_date"])
+            for run in api.runs(dag_id)
+            if run["dag_run_id"] in states[dag_id] and run["start_date"] and run["end_date"]
+        ]
+        at_once[dag_id] = checks.most_at_once(spans)
+        if at_once[dag_id] < 2:
+            raise checks.CheckFailed(f"runs of {dag_id} never overlapped")
+
     counter = (store.get(COUNTER_TABLE, COUNTER_KEY) or {}).get("count")
     if counter != COUNTER_RUNS:
         raise checks.CheckFailed(f"the counter is {counter!r} after {COUNTER_RUNS} runs")
@@ -345,6 +357,7 @@ def verify(driver: Driver, store: AtomicStore, seconds: float) -> dict[str, Any]
         "items": f"{len(items)} done, each side effect once, none in flight",
         "claims": f"{claim_count}, none handed out twice",
         "runs": ", ".join(f"{dag_id} {len(runs)}" for dag_id, runs in states.items()),
+        "at once": ", ".join(f"up to {n} {dag_id} runs" for dag_id, n in at_once.items()),
         "killed": f"{PROCESS_TASK} of {kill.run_id} for {kill.row}",
         "recoveries": (
             f"{len(recovered)} item(s) re-claimed {sum(recovered.values())} time(s), "

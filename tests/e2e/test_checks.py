@@ -12,6 +12,8 @@ from e2e.checks import (
     every_claim_accounted_for,
     every_item_done_with_one_effect,
     lease_intervals_never_overlap,
+    most_at_once,
+    parse_time,
 )
 from e2e.tasks import task_process
 
@@ -96,3 +98,14 @@ def test_the_task_process_is_found_by_its_title_and_not_its_supervisor() -> None
     found = task_process("0190-ab", [supervisor, other, runner])  # type: ignore[list-item]
     assert found is runner
     assert task_process("0190-ef", [supervisor, runner]) is None  # type: ignore[list-item]
+
+
+def test_runs_at_once_counts_overlaps_and_not_runs_that_touch() -> None:
+    spans = [(ts(1), ts(3)), ("2025-01-01T00:00:02.5Z", ts(4)), (ts(3), ts(5)), (ts(6), ts(7))]
+    assert most_at_once(spans) == 2
+    assert most_at_once([]) == 0
+
+
+def test_timestamps_of_the_rest_api_parse_with_or_without_a_fraction() -> None:
+    assert parse_time("2025-01-01T00:00:10Z") < parse_time("2025-01-01T00:00:10.5Z")
+    assert parse_time("2025-01-01T00:00:10.123456+00:00").microsecond == 123456
