@@ -13,12 +13,17 @@ does not exist yet, or a fresh PostgreSQL role and schema.
 
 from __future__ import annotations
 
+import multiprocessing
+import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 
 from airflow_atomic_store import AtomicStore
+from airflow_atomic_store.store.dialects.postgres_schema import SCHEMA_LOCK_ID
 from tests.reliability import workers
 from tests.reliability.support import scaled
 from tests.support.processes import run_in_processes
@@ -79,3 +84,61 @@ def test_every_primitive_can_be_the_first_call_on_a_fresh_database_in_eight_proc
         assert store.get("first", "count") == {"n": PROCESSES}
         assert store.get("first", "put") == {"by": "put"}
         assert store.get("first", "seed") == {"by": "seed"}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_schema_setup_queued_behind_the_schema_lock_does_not_deadlock_an_index_build(
+    store_url: str,
+) -> None:
+    """The interleaving CI once hit with eight first calls, made to happen every time.
+
+    A process queued on the schema lock holds a snapshot, which a concurrent
+    ``ensure_claim_index`` build waits for. When the queued process gets the lock
+    it must not touch the existing table (``CREATE INDEX IF NOT EXISTS`` would
+    wait for the build: a deadlock); it installs only what is missing.
+    """
+    with AtomicStore(store_url) as store:
+        store.put("jobs", "j1", {"status": "pending"})
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    opened, go = context.Event(), context.Event()
+    builder = context.Process(
+        target=workers.build_claim_index_when_told, args=(store_url, opened, go, results)
+    )
+    newcomer = context.Process(target=workers.first_get, args=(store_url, results))
+    with psycopg.connect(store_url, autocommit=True) as observer:
+        try:
+            builder.start()
+            assert opened.wait(timeout=120), "the index builder never opened its store"
+            # The schema is now incomplete (the functions are gone) and the lock is held.
+            observer.execute("DROP FUNCTION atomic_store_apply_v1(jsonb, jsonb)")
+            with psycopg.connect(store_url) as holder:
+                holder.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_ID,))
+                newcomer.start()
+                wait_for_ungranted_lock(observer, "advisory")  # the newcomer queues
+                go.set()
+                wait_for_ungranted_lock(observer, "virtualxid")  # the build waits for it
+            # The holder's transaction ends here; the newcomer takes its turn.
+            outcomes = {results.get(timeout=120)[:2] for _ in range(2)}
+        finally:
+            for process in (builder, newcomer):
+                process.join(timeout=30)
+                if process.is_alive():
+                    process.terminate()
+    assert outcomes == {("index", "ok"), ("first", "ok")}
+    with AtomicStore(store_url) as store:  # the functions are back, the index is usable
+        claimed = store.atomic_claim("jobs", where=workers.PENDING)["claimed"]
+        assert [row["key"] for row in claimed] == ["j1"]
+
+
+def wait_for_ungranted_lock(connection: psycopg.Connection[Any], locktype: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        row = connection.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = %s AND NOT granted", (locktype,)
+        ).fetchone()
+        if row and row[0]:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no session came to wait for a {locktype} lock")

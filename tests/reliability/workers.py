@@ -303,3 +303,28 @@ def claim_big_batches(barrier: Any, url: str, table: str, rounds: int) -> dict[s
             gc.collect()
             retained.append(_memory_status("VmRSS"))
         return {"growth": growth, "retained": retained, "counts": counts, "payload": payload}
+
+
+# -- schema set-up beside a concurrent index build ---------------------------------------------
+
+
+def build_claim_index_when_told(url: str, opened: Any, go: Any, results: Any) -> None:
+    """Open a store (schema checked), then, on ``go``, build a claim index concurrently."""
+    try:
+        with AtomicStore(url) as store:
+            store.get("jobs", "warm-up")
+            opened.set()
+            if not go.wait(timeout=60):
+                raise TimeoutError("never told to build the index")
+            results.put(("index", "ok", store.ensure_claim_index(["status"])))
+    except BaseException as exc:
+        results.put(("index", "error", repr(exc)))
+
+
+def first_get(url: str, results: Any) -> None:
+    """A process's first call on a store whose schema is incomplete."""
+    try:
+        with AtomicStore(url) as store:
+            results.put(("first", "ok", store.get("jobs", "missing")))
+    except BaseException as exc:
+        results.put(("first", "error", repr(exc)))

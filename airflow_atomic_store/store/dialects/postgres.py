@@ -85,18 +85,35 @@ class PostgresBackend:
         return connection
 
     def _ensure_schema(self, connection: psycopg.Connection[Any]) -> None:
-        row = connection.execute(schema.SCHEMA_PROBE, (self._table_name,)).fetchone()
-        if row and row[0]:
+        """Create what is missing, checking again under the schema lock.
+
+        The second check matters beyond saving work: a process that queued
+        behind the creator must not then run ``CREATE INDEX IF NOT EXISTS`` on
+        the existing table. That statement takes a share lock on the table,
+        which waits for any ``CREATE INDEX CONCURRENTLY`` (``ensure_claim_index``)
+        in progress, while that build waits for every transaction queued on the
+        schema lock: a deadlock, seen in CI with eight processes' first calls.
+        """
+        if self._schema_missing(connection) == (False, False):
             return
-        ddl = schema.TABLE_DDL.format(
-            table=self._table,
-            created_index=sql.Identifier(f"{self._table_name}_created_idx").as_string(None),
-            record_index=sql.Identifier(f"{self._table_name}_record_idx").as_string(None),
-        )
         with connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (schema.SCHEMA_LOCK_ID,))
-            connection.execute(ddl.encode())
-            connection.execute(schema.FUNCTIONS_DDL.encode())
+            table_missing, functions_missing = self._schema_missing(connection)
+            if table_missing:
+                ddl = schema.TABLE_DDL.format(
+                    table=self._table,
+                    created_index=sql.Identifier(f"{self._table_name}_created_idx").as_string(None),
+                    record_index=sql.Identifier(f"{self._table_name}_record_idx").as_string(None),
+                )
+                connection.execute(ddl.encode())
+            if functions_missing:
+                connection.execute(schema.FUNCTIONS_DDL.encode())
+
+    def _schema_missing(self, connection: psycopg.Connection[Any]) -> tuple[bool, bool]:
+        """(rows table missing, mutation functions missing), as of this statement."""
+        row = connection.execute(schema.SCHEMA_PROBE, (self._table_name,)).fetchone()
+        assert row is not None
+        return bool(row[0]), bool(row[1])
 
     @contextmanager
     def _cursor(self) -> Iterator[psycopg.Cursor[Any]]:

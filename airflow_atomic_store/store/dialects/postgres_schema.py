@@ -174,8 +174,9 @@ END
 $fn$;
 """
 
-#: Present when the schema of this release is fully installed.
+#: Which parts of this release's schema are missing: (the rows table, the functions).
+#: Read committed gives each statement a fresh snapshot, so the check made after
+#: taking the schema lock sees whatever the previous lock holder committed.
 SCHEMA_PROBE = (
-    "SELECT to_regclass(%s) IS NOT NULL "
-    "AND to_regprocedure('atomic_store_apply_v1(jsonb,jsonb)') IS NOT NULL"
+    "SELECT to_regclass(%s) IS NULL, to_regprocedure('atomic_store_apply_v1(jsonb,jsonb)') IS NULL"
 )
