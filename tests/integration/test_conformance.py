@@ -350,6 +350,26 @@ MUTATION_CASES = [
     pytest.param({"n": 1}, [minc("n", 1), minc("n", 1)], id="increment-twice"),
     pytest.param({"n": 1}, [mset("n", "x"), minc("n", 1)], id="set-string-then-increment"),
     pytest.param({"a": {"b": 1}}, [mset("a", {}), mset("a.c", 2)], id="set-object-then-child"),
+    # Top-level fields mutated once each are merged in plain SQL on PostgreSQL,
+    # integer increments summed inline: the edges of that path.
+    pytest.param({"n": 2**63 - 2}, [minc("n", 1)], id="increment-to-int64-max"),
+    pytest.param({"n": 2**63 - 1}, [minc("n", 1)], id="increment-past-int64-max"),
+    pytest.param({"n": -(2**63)}, [minc("n", -1)], id="increment-past-int64-min"),
+    pytest.param({"n": 5}, [minc("n", 2**63 - 1)], id="increment-by-int64-max-overflows"),
+    pytest.param({"n": -5}, [minc("n", 2**63 - 1)], id="increment-negative-by-int64-max"),
+    pytest.param({"n": 1e300}, [minc("n", 1)], id="increment-huge-float-by-int"),
+    pytest.param(
+        {"n": 1, "m": 2.5, "s": "x"},
+        [minc("n", 1), mset("s", "y"), minc("m", 1), minc("new", -2), mset("z", None)],
+        id="sets-and-increments-of-distinct-fields",
+    ),
+    pytest.param({"n": 1, "s": "x"}, [minc("n", 1), minc("s", 1)], id="distinct-fields-one-fails"),
+    pytest.param(
+        {"100%": 1, "it's": 2, "%s": 3},
+        [minc("100%", 1), minc("it's", 1), minc("%s", 1)],
+        id="increment-odd-field-names",
+    ),
+    pytest.param({"n": 1, "a": {"n": 1}}, [minc("n", 1), minc("a.n", 1)], id="top-and-nested"),
 ]
 
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 MUTATION_ERROR_SQLSTATE = "AS001"
 APPLY_FUNCTION = "atomic_store_apply_v1"
+#: Adds to one JSON value by the reference rules (raises AS001 where they fail).
+ADD_FUNCTION = "atomic_store_add_v1"
 
 #: Serialises concurrent first use across processes (an arbitrary constant).
 SCHEMA_LOCK_ID = 0x41544F4D  # "ATOM"

@@ -12,6 +12,7 @@ the evaluation order of ``AND``, and casting a jsonb string to numeric raises.
 from __future__ import annotations
 
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from psycopg import sql
@@ -41,8 +42,12 @@ def jsonpath_literal(segments: tuple[Segment, ...]) -> str:
     return literal(path)
 
 
+@lru_cache(maxsize=1024)
 def path_sql(segments: tuple[Segment, ...], root: str = "r.value") -> PathSQL:
     """SQL for the value at a path; ``root`` names the rows table's ``value`` column.
+
+    Cached: quoting through psycopg is a visible share of a primitive's client
+    time, and a DAG uses the same few fields over and over.
 
     Key-only paths are a plain ``->`` chain, the form an expression index
     such as ``(value -> 'status')`` matches. ``->`` with an integer is not
