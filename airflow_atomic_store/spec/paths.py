@@ -63,8 +63,27 @@ class FieldPath:
         return first
 
 
+#: Paths parsed before, by text. DAGs use a handful of fields over and over, and
+#: parsing was a visible share of a primitive's client time. Bounded so that
+#: generated field names cannot grow it without limit; errors are never cached
+#: (their message names the field of the spec they came from).
+_parsed: dict[str, FieldPath] = {}
+_PARSED_LIMIT = 4096
+
+
 def parse_path(text: object, *, field: str) -> FieldPath:
     """Parse ``text`` or raise :class:`SpecError` naming ``field``."""
+    if isinstance(text, str):
+        known = _parsed.get(text)
+        if known is not None:
+            return known
+    path = _parse_path(text, field)
+    if len(_parsed) < _PARSED_LIMIT:
+        _parsed[path.text] = path
+    return path
+
+
+def _parse_path(text: object, field: str) -> FieldPath:
     if not isinstance(text, str):
         raise SpecError(field, f"a field path must be a string, got {type(text).__name__}")
     if not text:
