@@ -66,6 +66,8 @@ def test_the_dispatcher_drains_a_fifo_batch_and_marks_each_row_done_or_failed(
         "error": "RuntimeError: the remote side refused the item: card declined",
         "finished": True,
     }
+    # One XCom per processed row, not one per key of its outcome.
+    assert {key for (task, _, key) in batch.xcoms if task == "process"} == {"return_value"}
     assert [row["key"] for row in rest.xcom("drain")["claimed"]] == ["op-3"]
     # An empty queue is a no-op success: nothing claimed, no task mapped.
     assert empty.xcom("drain") == {"claimed": [], "count": 0}
