@@ -167,3 +167,48 @@ def _activity(hook: AtomicStoreHook) -> list[dict]:
             "SELECT application_name FROM pg_stat_activity WHERE datname = %s", (info.dbname,)
         ).fetchall()
     return [{"value": name} for (name,) in rows]
+
+
+@pytest.mark.postgres
+def test_the_prepare_threshold_extra_turns_statement_preparing_off_for_pgbouncer(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/deploying.md tells PgBouncer (transaction mode) users to set this extra."""
+    role = f"hook_unprepared_{os.getpid()}"
+    url = postgres_server.create_user_schema(role)
+    try:
+        parts = urlsplit(url)
+        define(
+            monkeypatch,
+            "pg_unprepared",
+            {
+                "conn_type": "postgres",
+                "host": parts.hostname,
+                "port": parts.port,
+                "login": parts.username,
+                "schema": parts.path.lstrip("/"),
+                "extra": {"prepare_threshold": None},
+            },
+        )
+        with AtomicStoreHook(conn_id="pg_unprepared") as hook:
+            for n in range(10):
+                hook.put("t", f"k{n}", {"status": "pending"})
+                hook.atomic_claim(
+                    "t",
+                    where={"field": "status", "operator": "equals", "value": "pending"},
+                    limit=1,
+                    execution_id="d/r",
+                )
+            connection = hook.store._backend._connection  # type: ignore[attr-defined]
+            prepared = connection.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
+            assert prepared == (0,)
+            assert (
+                len(
+                    hook.query(
+                        "t", where={"field": "status", "operator": "equals", "value": "in_flight"}
+                    )
+                )
+                == 10
+            )
+    finally:
+        postgres_server.drop_user_schema(role)
