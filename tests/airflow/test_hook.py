@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 import pytest
@@ -123,35 +125,46 @@ def test_a_sqlite_path_may_be_given_as_the_host(
         assert again.get("t", "k") == {"v": 1}
 
 
-@pytest.mark.postgres
-def test_postgres_connections_go_through_the_postgres_provider_with_their_extras(
-    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Extras reach psycopg (application_name), and a dict-row cursor extra does not break us."""
-    role = f"hook_extras_{os.getpid()}"
-    url = postgres_server.create_user_schema(role)
+@contextmanager
+def postgres_connection(
+    server: PostgresServer, monkeypatch: pytest.MonkeyPatch, conn_id: str, extra: dict
+) -> Iterator[None]:
+    """A ``postgres``-type Airflow connection ``conn_id`` with ``extra``, to a fresh role."""
+    role = f"hook_{conn_id}_{os.getpid()}"
+    parts = urlsplit(server.create_user_schema(role))
     try:
-        parts = urlsplit(url)
         define(
             monkeypatch,
-            "pg_extras",
+            conn_id,
             {
                 "conn_type": "postgres",
                 "host": parts.hostname,
                 "port": parts.port,
                 "login": parts.username,
                 "schema": parts.path.lstrip("/"),
-                "extra": {"application_name": "atomic-hook-test", "cursor": "dictcursor"},
+                "extra": extra,
             },
         )
-        with AtomicStoreHook(conn_id="pg_extras") as hook:
-            hook.put("t", "k", {"v": 1})
-            assert hook.get("t", "k") == {"v": 1}
-            assert hook.atomic_claim("t", execution_id="d/r")["count"] == 1
-            names = [row["value"] for row in _activity(hook)]
-            assert "atomic-hook-test" in names
+        yield
     finally:
-        postgres_server.drop_user_schema(role)
+        server.drop_user_schema(role)
+
+
+@pytest.mark.postgres
+def test_postgres_connections_go_through_the_postgres_provider_with_their_extras(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Extras reach psycopg (application_name), and a dict-row cursor extra does not break us."""
+    extra = {"application_name": "atomic-hook-test", "cursor": "dictcursor"}
+    with (
+        postgres_connection(postgres_server, monkeypatch, "pg_extras", extra),
+        AtomicStoreHook(conn_id="pg_extras") as hook,
+    ):
+        hook.put("t", "k", {"v": 1})
+        assert hook.get("t", "k") == {"v": 1}
+        assert hook.atomic_claim("t", execution_id="d/r")["count"] == 1
+        names = [row["value"] for row in _activity(hook)]
+        assert "atomic-hook-test" in names
 
 
 def _activity(hook: AtomicStoreHook) -> list[dict]:
@@ -174,41 +187,16 @@ def test_the_prepare_threshold_extra_turns_statement_preparing_off_for_pgbouncer
     postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """docs/deploying.md tells PgBouncer (transaction mode) users to set this extra."""
-    role = f"hook_unprepared_{os.getpid()}"
-    url = postgres_server.create_user_schema(role)
-    try:
-        parts = urlsplit(url)
-        define(
-            monkeypatch,
-            "pg_unprepared",
-            {
-                "conn_type": "postgres",
-                "host": parts.hostname,
-                "port": parts.port,
-                "login": parts.username,
-                "schema": parts.path.lstrip("/"),
-                "extra": {"prepare_threshold": None},
-            },
-        )
-        with AtomicStoreHook(conn_id="pg_unprepared") as hook:
-            for n in range(10):
-                hook.put("t", f"k{n}", {"status": "pending"})
-                hook.atomic_claim(
-                    "t",
-                    where={"field": "status", "operator": "equals", "value": "pending"},
-                    limit=1,
-                    execution_id="d/r",
-                )
-            connection = hook.store._backend._connection  # type: ignore[attr-defined]
-            prepared = connection.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
-            assert prepared == (0,)
-            assert (
-                len(
-                    hook.query(
-                        "t", where={"field": "status", "operator": "equals", "value": "in_flight"}
-                    )
-                )
-                == 10
-            )
-    finally:
-        postgres_server.drop_user_schema(role)
+    pending = {"field": "status", "operator": "equals", "value": "pending"}
+    extra = {"prepare_threshold": None}
+    with (
+        postgres_connection(postgres_server, monkeypatch, "pg_unprepared", extra),
+        AtomicStoreHook(conn_id="pg_unprepared") as hook,
+    ):
+        for n in range(10):
+            hook.put("t", f"k{n}", {"status": "pending"})
+            hook.atomic_claim("t", where=pending, limit=1, execution_id="d/r")
+        connection = hook.store._backend._connection  # type: ignore[attr-defined]
+        prepared = connection.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
+        assert prepared == (0,)
+        assert len(hook.query("t", where={**pending, "value": "in_flight"})) == 10
