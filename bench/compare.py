@@ -1,10 +1,11 @@
-"""Before/after ratios for a store change, from two saved runs.
+"""Store ÷ baseline ratios across store changes, from saved runs.
 
-When a store change comes out of these benchmarks, the run before it is kept
-in ``bench/results/before-store-patches.json``; the report then shows each
-store ÷ baseline ratio before and after, side by side. Only ratios are
-compared: the two runs saw different background load on a shared machine,
-but within each run the store and its baseline shared it.
+When a store change comes out of these benchmarks, the full run before it is
+kept in ``bench/results/`` (listed in :data:`SAVED_RUNS`, oldest first); the
+report then shows each store ÷ baseline ratio in every saved run and in this
+one, side by side. Only ratios are compared: the runs saw different background
+load on a shared machine, but within each run the store and its baseline
+shared it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,17 @@ from typing import Any
 
 from bench.report_format import table
 
-BEFORE = Path(__file__).with_name("results") / "before-store-patches.json"
+RESULTS = Path(__file__).with_name("results")
+
+#: (column label, saved run, what changed after it), oldest first.
+SAVED_RUNS = (
+    ("round 1 before", RESULTS / "before-store-patches.json", "spec re-parsing, PL/pgSQL loops"),
+    (
+        "round 2 before",
+        RESULTS / "before-round-2.json",
+        "increments in SQL, literal claim limit, reused cursor",
+    ),
+)
 
 
 def _ratios(data: dict[str, Any]) -> dict[str, float]:
@@ -32,22 +43,43 @@ def _ratios(data: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def section(after: dict[str, Any], before_path: Path = BEFORE) -> str | None:
-    """A Markdown table of store ÷ baseline before and after, or None without a saved run."""
-    if not before_path.exists():
+def section(
+    after: dict[str, Any], saved_runs: tuple[tuple[str, Path, str], ...] = SAVED_RUNS
+) -> str | None:
+    """A Markdown table of store ÷ baseline per saved run and now, or None without saved runs."""
+    runs = [
+        (label, json.loads(path.read_text()), change)
+        for label, path, change in saved_runs
+        if path.exists()
+    ]
+    if not runs:
         return None
-    before_data = json.loads(before_path.read_text())
-    before, now = _ratios(before_data), _ratios(after)
-    rows = [[name, f"{before[name]:.2f}", f"{now[name]:.2f}"] for name in now if name in before]
+    earlier = [_ratios(data) for _, data, _ in runs]
+    now = _ratios(after)
+    rows = [
+        [
+            name,
+            *(f"{ratios[name]:.2f}" if name in ratios else "-" for ratios in earlier),
+            f"{now[name]:.2f}",
+        ]
+        for name in now
+        if any(name in ratios for ratios in earlier)
+    ]
     if not rows:
         return None
-    commit = before_data["meta"]["machine"].get("store code", "the commit before")
+    described = [
+        f"*{label}*: {data['meta']['date']}, store at "
+        f"{data['meta']['machine'].get('store code', 'an earlier commit')}; then: {change}."
+        for label, data, change in runs
+    ]
     return "\n".join(
         [
-            f"Store speed as a fraction of the hand-written baseline (1.00 = as fast), in the "
-            f"run before the store changes this page led to ({before_data['meta']['date']}, "
-            f"store at {commit}) and in this run. Higher is better.",
+            "Store speed as a fraction of the hand-written baseline (1.00 = as fast) in the "
+            "full runs made before each round of store changes these benchmarks led to, and "
+            "in this run. Higher is better.",
             "",
-            *table(["figure", "before", "after"], rows),
+            *(f"- {line}" for line in described),
+            "",
+            *table(["figure", *(label for label, _, _ in runs), "this run"], rows),
         ]
     )

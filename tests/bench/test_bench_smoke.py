@@ -48,3 +48,18 @@ def test_the_benchmark_harness_runs_every_scenario_and_writes_a_report(tmp_path:
         assert heading in text
     assert "**NO**" not in text  # no increment was lost
     assert "| 0 |" in text  # the atomic claim handed out no row twice
+
+
+def test_the_full_report_compares_every_saved_run_with_the_current_one() -> None:
+    """``docs/benchmarks.md``'s store-changes table is rebuilt from the saved runs."""
+    import json
+
+    from bench import compare
+
+    current = json.loads((ROOT / "bench" / "results" / "full.json").read_text())
+    section = compare.section(current)
+    assert section is not None
+    header = next(line for line in section.splitlines() if line.startswith("| figure"))
+    labels = [label for label, path, _ in compare.SAVED_RUNS if path.exists()]
+    assert header == "| " + " | ".join(["figure", *labels, "this run"]) + " |"
+    assert "| hot key increments (ops/s) |" in section
