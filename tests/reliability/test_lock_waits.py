@@ -172,7 +172,7 @@ def test_a_statement_timeout_alone_also_bounds_a_lock_wait(
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-def test_sqlite_claim_and_first_use_under_a_held_write_lock_fail_retryably(
+def test_sqlite_claim_under_a_held_write_lock_fails_retryably_and_a_first_read_does_not_wait(
     backend: str, store_url: str, seeded: AtomicStore
 ) -> None:
     with AtomicStore(store_url, busy_timeout=TIMEOUT) as claimer:
@@ -181,9 +181,29 @@ def test_sqlite_claim_and_first_use_under_a_held_write_lock_fail_retryably(
             # SQLite has one writer at a time: a claim cannot step past the lock.
             with pytest.raises(StoreUnavailableError, match="database is locked"):
                 claimer.atomic_claim("t", where=PENDING)
-            # A store's first call makes sure the schema exists, which takes the
-            # write lock: it too fails retryably rather than hanging.
-            fresh = AtomicStore(store_url, busy_timeout=TIMEOUT)
-            with fresh, pytest.raises(StoreUnavailableError, match="locked"):
-                fresh.get("t", "free")
+            # A store's first call finds the schema in place by reading: it needs
+            # no write lock for that, so a read goes through.
+            with AtomicStore(store_url, busy_timeout=TIMEOUT) as fresh:
+                assert fresh.get("t", "free") == {"status": "pending", "n": 0}
         assert claimer.atomic_claim("t", where=PENDING)["count"] == 2
+
+
+def test_sqlite_first_use_that_must_create_the_schema_under_a_held_write_lock_fails_retryably(
+    tmp_path: Any,
+) -> None:
+    path = tmp_path / "store.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA journal_mode=WAL")
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with (
+            AtomicStore(f"sqlite:///{path}", busy_timeout=TIMEOUT) as fresh,
+            pytest.raises(StoreUnavailableError, match="locked"),
+        ):
+            fresh.get("t", "k")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with AtomicStore(f"sqlite:///{path}", busy_timeout=TIMEOUT) as later:
+        later.put("t", "k", {"v": 1})
+        assert later.get("t", "k") == {"v": 1}

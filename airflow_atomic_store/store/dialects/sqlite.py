@@ -123,6 +123,32 @@ class SqliteBackend:
             connection.close()
             raise
         connection.execute("PRAGMA synchronous=NORMAL")
+        try:
+            self._ensure_schema(connection)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _ensure_schema(self, connection: sqlite3.Connection) -> None:
+        """Create the table and its indexes unless they exist; only then take the write lock.
+
+        Every store opens a connection (every Airflow task does), and a read-only
+        task should not queue behind the writers just to learn the schema exists.
+        """
+        names = {
+            self._table,
+            f"{self._table}_created_idx",
+            f"{self._table}_record_idx",
+        }
+        present = {
+            name
+            for (name,) in connection.execute(
+                "SELECT name FROM sqlite_master WHERE name IN (?, ?, ?)", tuple(sorted(names))
+            )
+        }
+        if present == names:
+            return
         connection.execute("BEGIN IMMEDIATE")
         try:
             for statement in _SCHEMA.format(table=self._table).split(";"):
@@ -132,7 +158,6 @@ class SqliteBackend:
         except BaseException:
             connection.execute("ROLLBACK")
             raise
-        return connection
 
     def _use_wal(self, connection: sqlite3.Connection) -> None:
         """Switch a new database to WAL (persistent, so only its first user does).
