@@ -7,14 +7,15 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from airflow_atomic_store.exceptions import SpecError
+from airflow_atomic_store.spec.items import item_path, spec_items
 from airflow_atomic_store.spec.operators import OPERATORS, Operator, lookup
-from airflow_atomic_store.spec.paths import FieldPath, parse_path, resolve
+from airflow_atomic_store.spec.paths import FieldPath, resolve
 from airflow_atomic_store.spec.values import check_json
 
 Match = Literal["all", "any"]
 MATCH_MODES: tuple[Match, ...] = ("all", "any")
 
-_CONDITION_KEYS = {"field", "operator", "op", "value"}
+_CONDITION_KEYS = frozenset({"field", "operator", "op", "value"})
 
 #: Most conditions in one ``where``. SQLite refuses expressions nested more
 #: than 1000 deep, which a flat AND/OR of about 990 conditions reaches; the
@@ -45,13 +46,8 @@ def parse_where(where: Any, *, field: str = "where") -> tuple[Condition, ...]:
     as a one-condition list because that is what a hand-written spec for one
     guard usually looks like.
     """
-    if where is None:
-        return ()
-    if isinstance(where, Mapping):
-        where = [where]
-    if isinstance(where, (str, bytes)) or not isinstance(where, Iterable):
-        raise SpecError(field, f"must be a list of conditions, got {type(where).__name__}")
-    conditions = tuple(_parse_condition(item, f"{field}[{i}]") for i, item in enumerate(where))
+    items = spec_items(where, field, "conditions")
+    conditions = tuple(_parse_condition(item, f"{field}[{i}]") for i, item in enumerate(items))
     if len(conditions) > MAX_CONDITIONS:
         raise SpecError(
             field, f"at most {MAX_CONDITIONS} conditions are supported, got {len(conditions)}"
@@ -60,16 +56,7 @@ def parse_where(where: Any, *, field: str = "where") -> tuple[Condition, ...]:
 
 
 def _parse_condition(item: Any, field: str) -> Condition:
-    if not isinstance(item, Mapping):
-        raise SpecError(field, f"a condition must be an object, got {type(item).__name__}")
-    unknown = set(item) - _CONDITION_KEYS
-    if unknown:
-        raise SpecError(
-            field, f"unknown keys {sorted(map(str, unknown))}; use field, operator, value"
-        )
-    if "field" not in item:
-        raise SpecError(field, "a condition needs a 'field'")
-    path = parse_path(item["field"], field=f"{field}.field")
+    path = item_path(item, field, "condition", _CONDITION_KEYS, "field, operator, value")
     name = item.get("operator", item.get("op"))
     if name is None:
         raise SpecError(f"{field}.operator", "a condition needs an 'operator'")

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_atomic_store.exceptions import MutationError, SpecError
-from airflow_atomic_store.spec.paths import MISSING, FieldPath, parse_path, resolve
+from airflow_atomic_store.spec.items import item_path, spec_items
+from airflow_atomic_store.spec.paths import MISSING, FieldPath, resolve
 from airflow_atomic_store.spec.values import INT_MAX, INT_MIN, check_json, is_number, json_type
 
-_MUTATION_KEYS = {"field", "operation", "op", "value"}
+_MUTATION_KEYS = frozenset({"field", "operation", "op", "value"})
 
 
 @dataclass(frozen=True)
@@ -85,26 +86,12 @@ OPERATIONS: dict[str, Operation] = {
 
 def parse_mutations(mutations: Any, *, field: str = "mutations") -> tuple[Mutation, ...]:
     """Parse a list of ``{field, operation, value}`` mutations."""
-    if mutations is None:
-        return ()
-    if isinstance(mutations, Mapping):
-        mutations = [mutations]
-    if isinstance(mutations, (str, bytes)) or not isinstance(mutations, Iterable):
-        raise SpecError(field, f"must be a list of mutations, got {type(mutations).__name__}")
-    return tuple(_parse_mutation(item, f"{field}[{i}]") for i, item in enumerate(mutations))
+    items = spec_items(mutations, field, "mutations")
+    return tuple(_parse_mutation(item, f"{field}[{i}]") for i, item in enumerate(items))
 
 
 def _parse_mutation(item: Any, field: str) -> Mutation:
-    if not isinstance(item, Mapping):
-        raise SpecError(field, f"a mutation must be an object, got {type(item).__name__}")
-    unknown = set(item) - _MUTATION_KEYS
-    if unknown:
-        raise SpecError(
-            field, f"unknown keys {sorted(map(str, unknown))}; use field, operation, value"
-        )
-    if "field" not in item:
-        raise SpecError(field, "a mutation needs a 'field'")
-    path = parse_path(item["field"], field=f"{field}.field")
+    path = item_path(item, field, "mutation", _MUTATION_KEYS, "field, operation, value")
     name = item.get("operation", item.get("op"))
     operation = OPERATIONS.get(name) if isinstance(name, str) else None
     if operation is None:
