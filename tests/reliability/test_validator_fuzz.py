@@ -126,6 +126,25 @@ def draw_arguments(
     }
 
 
+def seed_rows(store: AtomicStore, table: str, rows: list[dict[str, Any]]) -> list[str]:
+    """Put ``rows`` under keys ``k0``, ``k1``… in that order (so created in key order)."""
+    keys = [f"k{i}" for i in range(len(rows))]
+    for key, document in zip(keys, rows, strict=True):
+        store.put(table, key, document)
+    return keys
+
+
+def oracle_selection(
+    kwargs: dict[str, Any], keys: list[str], rows: list[dict[str, Any]], bounds: tuple[int, int]
+) -> list[str]:
+    """The keys a claim or query with ``kwargs`` must return, by the reference evaluator."""
+    where, match = parse_where(kwargs["where"]), parse_match(kwargs["match"])
+    ordering = parse_ordering(kwargs["order_by"], kwargs["direction"])
+    limit = parse_limit(kwargs["limit"], bounds)
+    indexes = range(len(rows))[::-1] if ordering.direction == "desc" else range(len(rows))
+    return [keys[i] for i in indexes if evaluate(where, match, rows[i])][:limit]
+
+
 def table_and_key(table: Any, key: Any) -> tuple[str, str]:
     """Where the test seeds its rows: the call's table and key when valid, else fresh ones."""
     try:
@@ -221,21 +240,15 @@ def test_raw_claim_is_rejected_before_io_or_agrees_with_the_oracle(
     def call(store: AtomicStore) -> Any:
         return store.atomic_claim(**kwargs)
 
-    keys = [f"k{i}" for i in range(len(rows))]
-    for key, document in zip(keys, rows, strict=True):
-        shared_store.put(seed_table, key, document)
+    keys = seed_rows(shared_store, seed_table, rows)
     verdict = offline_verdict(offline_store, call)
     if verdict is not None:
         assert_rejected_alike(shared_store, call, verdict, [seed_table])
         return
 
-    where, match = parse_where(kwargs["where"]), parse_match(kwargs["match"])
-    ordering = parse_ordering(kwargs["order_by"], kwargs["direction"])
-    limit = parse_limit(kwargs["limit"], CLAIM_LIMIT)
     fields = parse_return_fields(kwargs["return_fields"])
-    order = keys[::-1] if ordering.direction == "desc" else keys  # inserted in key order
     documents_by_key = dict(zip(keys, rows, strict=True))
-    picked = [key for key in order if evaluate(where, match, documents_by_key[key])][:limit]
+    picked = oracle_selection(kwargs, keys, rows, CLAIM_LIMIT)
 
     execution_id = kwargs["execution_id"]
     if mutations is None:  # the default claim mutations; claimedAt is checked apart
@@ -349,19 +362,13 @@ def test_raw_query_is_rejected_before_io_or_agrees_with_the_oracle(
     def call(store: AtomicStore) -> Any:
         return store.query(**kwargs)
 
-    keys = [f"k{i}" for i in range(len(rows))]
-    for key, document in zip(keys, rows, strict=True):
-        shared_store.put(seed_table, key, document)
+    keys = seed_rows(shared_store, seed_table, rows)
     verdict = offline_verdict(offline_store, call)
     if verdict is not None:
         assert_rejected_alike(shared_store, call, verdict, [seed_table])
         return
 
-    where, match = parse_where(kwargs["where"]), parse_match(kwargs["match"])
-    ordering = parse_ordering(kwargs["order_by"], kwargs["direction"])
-    limit = parse_limit(kwargs["limit"], QUERY_LIMIT)
-    indexes = range(len(rows))[::-1] if ordering.direction == "desc" else range(len(rows))
-    expected = [keys[i] for i in indexes if evaluate(where, match, rows[i])][:limit]
+    expected = oracle_selection(kwargs, keys, rows, QUERY_LIMIT)
     found = call(shared_store)
     assert [row["key"] for row in found] == expected
     for row in found:
