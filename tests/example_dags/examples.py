@@ -4,6 +4,7 @@ Airflow puts the DAGs folder on ``sys.path`` (so the DAG files can import their
 shared helper, ``_queue_processing``) and imports every DAG file; this does the
 same, once per process, and looks DAGs up by id. The ``make demo`` script uses it
 too. Import it only after ``AIRFLOW_HOME`` is set: loading DAGs imports Airflow.
+``stored_rows`` reads back what the DAGs wrote, for the tests' assertions.
 """
 
 from __future__ import annotations
@@ -39,3 +40,11 @@ def example_dag(dag_id: str) -> Any:
     if dag_id not in dags:
         raise KeyError(f"no example DAG {dag_id!r}; there are {sorted(dags)}")
     return dags[dag_id]
+
+
+def stored_rows(store_url: str, table: str) -> dict[str, dict[str, Any]]:
+    """Every row of the logical ``table`` in the store at ``store_url``, by key."""
+    from airflow_atomic_store import AtomicStore
+
+    with AtomicStore(store_url) as store:
+        return {row["key"]: row["value"] for row in store.query(table, limit=1000)}

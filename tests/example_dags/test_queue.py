@@ -12,14 +12,9 @@ from typing import Any
 from airflow_atomic_store import AtomicStore
 from airflow_atomic_store.timestamps import shifted
 from tests.airflow.dagrun import DagRunResult
-from tests.example_dags.examples import example_dag
+from tests.example_dags.examples import example_dag, stored_rows
 
 RunDag = Callable[..., DagRunResult]
-
-
-def rows(store_url: str, table: str = "pending_ops") -> dict[str, dict[str, Any]]:
-    with AtomicStore(store_url) as store:
-        return {row["key"]: row["value"] for row in store.query(table, limit=1000)}
 
 
 def test_the_producer_enqueues_each_item_once_even_when_run_again(
@@ -33,7 +28,7 @@ def test_the_producer_enqueues_each_item_once_even_when_run_again(
     assert first.state == again.state == "success"
     assert first.xcom("enqueue") == ["order-0000", "order-0001", "order-0002"]
     assert again.xcom("enqueue") == ["order-0003"]
-    queued = rows(store_url)
+    queued = stored_rows(store_url, "pending_ops")
     assert {key: value["status"] for key, value in queued.items()} == {
         f"order-000{n}": "pending" for n in range(4)
     }
@@ -72,7 +67,10 @@ def test_the_dispatcher_drains_a_fifo_batch_and_marks_each_row_done_or_failed(
     # An empty queue is a no-op success: nothing claimed, no task mapped.
     assert empty.xcom("drain") == {"claimed": [], "count": 0}
     assert empty.mapped_indexes("process") == []
-    queued, effects = rows(store_url), rows(store_url, "pending_ops_effects")
+    queued, effects = (
+        stored_rows(store_url, "pending_ops"),
+        stored_rows(store_url, "pending_ops_effects"),
+    )
     assert {key: value["status"] for key, value in queued.items()} == {
         "op-0": "done",
         "op-1": "failed",
@@ -113,7 +111,10 @@ def test_recovery_reclaims_only_stale_in_flight_rows_and_processes_them_like_the
     assert run.state == again.state == "success"
     assert [row["key"] for row in run.xcom("reclaim")["claimed"]] == ["stale-0", "stale-1"]
     assert again.xcom("reclaim")["count"] == 0
-    queued, effects = rows(store_url), rows(store_url, "pending_ops_effects")
+    queued, effects = (
+        stored_rows(store_url, "pending_ops"),
+        stored_rows(store_url, "pending_ops_effects"),
+    )
     for n in range(2):
         row = queued[f"stale-{n}"]
         assert (row["status"], row["claimedBy"], row["recoveries"]) == (

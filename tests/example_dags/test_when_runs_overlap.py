@@ -12,18 +12,12 @@ from collections.abc import Callable
 from itertools import combinations, pairwise
 from typing import Any
 
-from airflow_atomic_store import AtomicStore
 from tests.airflow.dagrun import DagRunResult
-from tests.example_dags.examples import example_dag
+from tests.example_dags.examples import example_dag, stored_rows
 from tests.example_dags.jobs import drain_until_empty, run_example
 from tests.support.airflow_workers import AirflowWorkers
 
 RunDag = Callable[..., DagRunResult]
-
-
-def rows(store_url: str, table: str) -> dict[str, dict[str, Any]]:
-    with AtomicStore(store_url) as store:
-        return {row["key"]: row["value"] for row in store.query(table, limit=1000)}
 
 
 def claimed_keys(run: DagRunResult, claim_task: str) -> list[str]:
@@ -52,7 +46,10 @@ def test_dispatchers_running_at_once_process_disjoint_rows_each_exactly_once(
         assert not set(one) & set(other)
     everything = sorted(key for keys in batches.values() for key in keys)
     assert everything == sorted(produced.xcom("enqueue"))  # each item claimed exactly once
-    queued, effects = rows(store_url, "pending_ops"), rows(store_url, "pending_ops_effects")
+    queued, effects = (
+        stored_rows(store_url, "pending_ops"),
+        stored_rows(store_url, "pending_ops_effects"),
+    )
     assert {value["status"] for value in queued.values()} == {"done"}
     assert sorted(effects) == everything  # each side effect performed once, by its claimer
     for run_id, keys in batches.items():
@@ -74,7 +71,7 @@ def test_a_dispatcher_killed_after_claiming_leaves_rows_that_recovery_finishes_o
     effects = wait_for_rows(store_url, "pending_ops_effects", timeout=120)
     airflow_workers.kill(victim)
 
-    stuck = rows(store_url, "pending_ops")
+    stuck = stored_rows(store_url, "pending_ops")
     [dead] = {value["claimedBy"] for value in stuck.values()}
     assert {value["status"] for value in stuck.values()} == {"in_flight"}
     assert [value["performedBy"] for value in effects.values()] == [dead]
@@ -85,8 +82,8 @@ def test_a_dispatcher_killed_after_claiming_leaves_rows_that_recovery_finishes_o
     assert too_fresh.state == recovered.state == "success"
     assert too_fresh.xcom("reclaim")["count"] == 0  # a claim younger than the threshold stays
     assert sorted(claimed_keys(recovered, "reclaim")) == sorted(produced.xcom("enqueue"))
-    queued = rows(store_url, "pending_ops")
-    after = rows(store_url, "pending_ops_effects")
+    queued = stored_rows(store_url, "pending_ops")
+    after = stored_rows(store_url, "pending_ops_effects")
     assert {key: value["status"] for key, value in queued.items()} == dict.fromkeys(stuck, "done")
     assert {value["claimedBy"] for value in queued.values()} == {recovered.execution_id}
     assert {value["recoveries"] for value in queued.values()} == {1}
@@ -122,7 +119,7 @@ def test_of_two_lease_contenders_exactly_one_works_and_holders_never_overlap(
     assert loser.xcom("release")["updated"] is False
     assert winner.xcom("release")["updated"] is True
     assert later.xcom("take_over")["updated"] is True  # the released lease is free again
-    log = rows(store_url, "lease_log")
+    log = stored_rows(store_url, "lease_log")
     assert sorted(log) == sorted([winner.execution_id, later.execution_id])
     intervals = sorted((entry["start"], entry["end"]) for entry in log.values())
     for (_, end), (start, _) in pairwise(intervals):
@@ -142,7 +139,7 @@ def test_rate_limited_callers_running_at_once_call_at_least_an_interval_apart(
 
     runs = [worker_runs[0] for worker_runs in results]
     assert [run.state for run in runs] == ["success"] * 3
-    calls = sorted(rows(store_url, "rate_limited_calls").values(), key=lambda c: c["slot"])
+    calls = sorted(stored_rows(store_url, "rate_limited_calls").values(), key=lambda c: c["slot"])
     assert len(calls) == 3
     assert all(call["calledAt"] >= call["slot"] for call in calls)  # nobody calls early
     for earlier, later in pairwise(calls):
@@ -168,14 +165,14 @@ def test_counter_runs_at_once_in_three_processes_never_lose_a_count(
     assert [run.state for run in runs] == ["success"] * 6
     # Each run got its own value back: no two increments saw the same count.
     assert sorted(run.xcom("report") for run in runs) == list(range(1, 7))
-    assert rows(store_url, "counters")["runs"]["count"] == 6
+    assert stored_rows(store_url, "counters")["runs"]["count"] == 6
 
 
 def wait_for_rows(store_url: str, table: str, *, timeout: float) -> dict[str, dict[str, Any]]:
     """Poll ``table`` until it has a row; return its rows."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = rows(store_url, table)
+        found = stored_rows(store_url, table)
         if found:
             return found
         time.sleep(0.05)
