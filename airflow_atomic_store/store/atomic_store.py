@@ -224,9 +224,11 @@ class AtomicStore:
         count = parse_limit(limit, CLAIM_LIMIT)
         fields = parse_return_fields(return_fields)
         if mutations is None:
-            if execution_id is not None and (not isinstance(execution_id, str) or not execution_id):
-                raise SpecError("execution_id", f"must be a non-empty string, got {execution_id!r}")
             if execution_id is not None:
+                if not isinstance(execution_id, str) or not execution_id:
+                    raise SpecError(
+                        "execution_id", f"must be a non-empty string, got {execution_id!r}"
+                    )
                 check_text(execution_id, "execution_id", "execution ids")
             parsed = default_claim_mutations(execution_id or f"claim-{uuid.uuid4()}")
         else:
