@@ -12,6 +12,7 @@
                   functions are private to the test (a few ms; CREATE DATABASE costs ~0.5 s
                   on a busy 2-core machine). Schema and role are dropped at teardown.
 ``store``         ``AtomicStore(store_url)``, closed at teardown.
+``unreachable_url`` a store URL that cannot be reached (tests/support/unreachable.py).
 
 The terminal summary ends with one line per backend (how many tests passed,
 failed, were skipped), so a run shows that both backends really ran. Under
@@ -30,6 +31,7 @@ import pytest
 
 from airflow_atomic_store import AtomicStore
 from tests.support.postgres_server import PostgresServer, PostgresServerError
+from tests.support.unreachable import unreachable_store_url
 
 # Sets AIRFLOW_HOME & co. before anything imports Airflow; fixtures for DAG runs.
 pytest_plugins = ["tests.support.airflow_plugin"]
@@ -81,6 +83,12 @@ def store_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> I
 def store(store_url: str) -> Iterator[AtomicStore]:
     with AtomicStore(store_url) as opened:
         yield opened
+
+
+@pytest.fixture
+def unreachable_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    with unreachable_store_url(backend, tmp_path) as url:
+        yield url
 
 
 # -- per-backend summary ------------------------------------------------------------------

@@ -7,9 +7,7 @@ gets as far as the (failing) connection.
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -48,19 +46,6 @@ BAD_CALLS: dict[str, Callable[[AtomicStore], Any]] = {
     ),
     "query-bad-where": lambda s: s.query("t", where=[{"field": "a", "value": 1}]),
 }
-
-
-@pytest.fixture
-def unreachable_url(backend: str, tmp_path: Path) -> Iterator[str]:
-    if backend == "sqlite":
-        blocker = tmp_path / "a-file-not-a-directory"
-        blocker.write_text("")
-        yield f"sqlite:///{blocker / 'store.db'}"
-        return
-    # A bound socket that never listens: connecting to it is refused at once.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        yield f"postgresql://postgres@127.0.0.1:{sock.getsockname()[1]}/nowhere"
 
 
 @pytest.mark.parametrize("call", BAD_CALLS.values(), ids=BAD_CALLS.keys())
