@@ -14,6 +14,7 @@ does not exist yet, or a fresh PostgreSQL role and schema.
 from __future__ import annotations
 
 import multiprocessing
+import queue
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,9 +22,16 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from airflow_atomic_store import AtomicStore
-from airflow_atomic_store.store.dialects.postgres_schema import SCHEMA_LOCK_ID
+from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE
+from airflow_atomic_store.store.dialects.postgres_schema import (
+    FUNCTION_NAMES,
+    FUNCTIONS_DDL,
+    SCHEMA_LOCK_ID,
+    table_ddl,
+)
 from tests.reliability import workers
 from tests.reliability.support import scaled
 from tests.support.processes import run_in_processes
@@ -130,6 +138,95 @@ def test_schema_setup_queued_behind_the_schema_lock_does_not_deadlock_an_index_b
     with AtomicStore(store_url) as store:  # the functions are back, the index is usable
         claimed = store.atomic_claim("jobs", where=workers.PENDING)["claimed"]
         assert [row["key"] for row in claimed] == ["j1"]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_process_that_waited_while_another_created_the_schema_leaves_the_new_table_alone(
+    store_url: str,
+) -> None:
+    """The interleaving behind CI's second deadlock, made to happen every time.
+
+    The newcomer finds no schema and queues on the schema lock; meanwhile the
+    schema appears and a concurrent index build holds its lock on the new table.
+    When the newcomer's turn comes it must see the table (not a cached "missing")
+    and leave it alone: creating the indexes again would wait for that build,
+    which waits for the sessions queued on the schema lock.
+    """
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    newcomer = context.Process(target=workers.first_get, args=(store_url, results))
+    with (
+        psycopg.connect(store_url, autocommit=True) as observer,
+        psycopg.connect(store_url) as index_build,
+    ):
+        try:
+            with psycopg.connect(store_url) as holder:
+                holder.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_ID,))
+                newcomer.start()
+                wait_for_ungranted_lock(observer, "advisory")  # it found nothing and queued
+                observer.execute(table_ddl(DEFAULT_STORAGE_TABLE))
+                observer.execute(FUNCTIONS_DDL.encode())
+                index_build.execute(
+                    sql.SQL("LOCK TABLE {} IN SHARE UPDATE EXCLUSIVE MODE").format(
+                        sql.Identifier(DEFAULT_STORAGE_TABLE)
+                    )
+                )
+            # The holder's transaction ends here; the newcomer takes its turn.
+            outcome = result_unless_blocked(results, observer, "relation")
+        finally:
+            index_build.rollback()
+            newcomer.join(timeout=30)
+            if newcomer.is_alive():
+                newcomer.terminate()
+    assert outcome == ("first", "ok", None)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+@pytest.mark.parametrize("storage_table", [DEFAULT_STORAGE_TABLE, "Mixed_Case_Rows"])
+def test_a_store_whose_schema_exists_opens_without_waiting_for_the_schema_lock(
+    store_url: str, storage_table: str
+) -> None:
+    """Only a missing schema is worth the lock; the names are matched as created (quoted)."""
+    with AtomicStore(store_url, storage_table=storage_table) as store:
+        store.put("t", "k", {"n": 1})
+    with psycopg.connect(store_url) as holder:
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_ID,))
+        # Waiting for the held schema lock would fail after lock_timeout.
+        with AtomicStore(store_url, storage_table=storage_table, lock_timeout=5) as store:
+            assert store.get("t", "k") == {"n": 1}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+@pytest.mark.parametrize("function", FUNCTION_NAMES)
+def test_a_schema_missing_any_one_function_is_completed_on_the_next_open(
+    store_url: str, function: str
+) -> None:
+    with AtomicStore(store_url) as store:
+        store.put("t", "k", {"n": 1})
+    with psycopg.connect(store_url, autocommit=True) as observer:
+        observer.execute(sql.SQL("DROP FUNCTION {}").format(sql.Identifier(function)))
+        with AtomicStore(store_url) as store:
+            assert store.get("t", "k") == {"n": 1}
+        row = observer.execute("SELECT count(*) FROM pg_proc WHERE proname = %s", (function,))
+        assert row.fetchone() == (1,)
+
+
+def result_unless_blocked(results: Any, observer: psycopg.Connection[Any], locktype: str) -> Any:
+    """The worker's result, or a failure as soon as some session waits for a ``locktype`` lock."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            return results.get(timeout=0.1)
+        except queue.Empty:
+            pass
+        row = observer.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = %s AND NOT granted", (locktype,)
+        ).fetchone()
+        assert not (row and row[0]), f"a session waits for a {locktype} lock"
+    raise AssertionError("the worker never reported")
 
 
 def wait_for_ungranted_lock(connection: psycopg.Connection[Any], locktype: str) -> None:

@@ -95,6 +95,8 @@ class PostgresBackend:
         which waits for any ``CREATE INDEX CONCURRENTLY`` (``ensure_claim_index``)
         in progress, while that build waits for every transaction queued on the
         schema lock: a deadlock, seen in CI with eight processes' first calls.
+        The check must read the catalogs afresh, not the session's catalog
+        cache, or it repeats the first check's "missing" (see ``SCHEMA_PROBE``).
         """
         if self._schema_missing(connection) == (False, False):
             return
@@ -102,18 +104,16 @@ class PostgresBackend:
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (schema.SCHEMA_LOCK_ID,))
             table_missing, functions_missing = self._schema_missing(connection)
             if table_missing:
-                ddl = schema.TABLE_DDL.format(
-                    table=self._table,
-                    created_index=sql.Identifier(f"{self._table_name}_created_idx").as_string(None),
-                    record_index=sql.Identifier(f"{self._table_name}_record_idx").as_string(None),
-                )
-                connection.execute(ddl.encode())
+                connection.execute(schema.table_ddl(self._table_name))
             if functions_missing:
                 connection.execute(schema.FUNCTIONS_DDL.encode())
 
     def _schema_missing(self, connection: psycopg.Connection[Any]) -> tuple[bool, bool]:
         """(rows table missing, mutation functions missing), as of this statement."""
-        row = connection.execute(schema.SCHEMA_PROBE, (self._table_name,)).fetchone()
+        row = connection.execute(
+            schema.SCHEMA_PROBE,
+            {"table": self._table_name, "functions": list(schema.FUNCTION_NAMES)},
+        ).fetchone()
         assert row is not None
         return bool(row[0]), bool(row[1])
 

@@ -17,6 +17,8 @@ statement on the bench machine (see docs/benchmarks.md).
 
 from __future__ import annotations
 
+from psycopg import sql
+
 MUTATION_ERROR_SQLSTATE = "AS001"
 APPLY_FUNCTION = "atomic_store_apply_v1"
 #: Adds to one JSON value by the reference rules (raises AS001 where they fail).
@@ -176,9 +178,48 @@ END
 $fn$;
 """
 
-#: Which parts of this release's schema are missing: (the rows table, the functions).
-#: Read committed gives each statement a fresh snapshot, so the check made after
-#: taking the schema lock sees whatever the previous lock holder committed.
-SCHEMA_PROBE = (
-    "SELECT to_regclass(%s) IS NULL, to_regprocedure('atomic_store_apply_v1(jsonb,jsonb)') IS NULL"
+#: Every function FUNCTIONS_DDL installs: a schema lacking any of them is incomplete.
+FUNCTION_NAMES = (
+    "atomic_store_fail_v1",
+    "atomic_store_set_v1",
+    "atomic_store_get_v1",
+    ADD_FUNCTION,
+    APPLY_FUNCTION,
 )
+
+#: Which parts of this release's schema are missing: (the rows table, a function),
+#: looked up where unqualified names resolve (the search path).
+#:
+#: This reads the catalogs with the statement's own snapshot on purpose, not
+#: through ``to_regclass``/``to_regprocedure``: those consult the backend's catalog
+#: cache without taking a lock, so a session that found the table missing, then
+#: waited for the schema lock while another created it, kept its cached "missing"
+#: and ran ``CREATE INDEX IF NOT EXISTS`` on the new table. That statement queues
+#: behind a concurrent ``CREATE INDEX CONCURRENTLY``, which waits for the sessions
+#: queued on the schema lock: a deadlock. Read committed gives each statement a
+#: fresh snapshot, so the check made after taking the lock sees what the previous
+#: holder committed.
+SCHEMA_PROBE = """
+WITH visible AS (
+    SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = ANY (current_schemas(false))
+)
+SELECT
+    NOT EXISTS (
+        SELECT FROM pg_catalog.pg_class
+        WHERE relname = %(table)s AND relkind IN ('r', 'p')
+          AND relnamespace IN (SELECT oid FROM visible)
+    ),
+    (
+        SELECT count(DISTINCT proname) FROM pg_catalog.pg_proc
+        WHERE proname = ANY (%(functions)s) AND pronamespace IN (SELECT oid FROM visible)
+    ) < cardinality(%(functions)s::text[])
+"""
+
+
+def table_ddl(table_name: str) -> bytes:
+    """The rows table and its indexes, for one storage table name."""
+    return TABLE_DDL.format(
+        table=sql.Identifier(table_name).as_string(None),
+        created_index=sql.Identifier(f"{table_name}_created_idx").as_string(None),
+        record_index=sql.Identifier(f"{table_name}_record_idx").as_string(None),
+    ).encode()
