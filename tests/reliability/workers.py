@@ -274,12 +274,27 @@ def _reset_peak() -> None:
         clear_refs.write("5")
 
 
+def _return_free_memory() -> None:
+    """Give the allocator's free pages back (glibc), so the resident set counts live memory.
+
+    Without it, memory freed by the caller's dropped result stays resident in
+    the heap and reads as if something still held the batch.
+    """
+    import ctypes
+    import ctypes.util
+
+    libc = ctypes.util.find_library("c")
+    if libc is not None and hasattr(ctypes.CDLL(libc), "malloc_trim"):
+        ctypes.CDLL(libc).malloc_trim(0)
+
+
 def claim_big_batches(barrier: Any, url: str, table: str, rounds: int) -> dict[str, Any]:
     """Claim the same 1000 large rows ``rounds`` times; measure each claim's peak memory.
 
     Returns, per round, how far the claim raised the resident set above what it
     was just before (``growth``), and the resident set after the result was
-    dropped (``retained``), to show memory does not accumulate across rounds.
+    dropped (``retained``), to show memory does not accumulate across rounds;
+    and the resident set before the first claim (``baseline``).
     """
     import gc
 
@@ -291,8 +306,11 @@ def claim_big_batches(barrier: Any, url: str, table: str, rounds: int) -> dict[s
         for round_ in range(rounds):
             me = f"big-{round_}"
             gc.collect()
+            _return_free_memory()
             _reset_peak()
             before = _memory_status("VmRSS")
+            if round_ == 0:
+                baseline = before
             result = store.atomic_claim(table, where=where, limit=1000, execution_id=me)
             growth.append(_memory_status("VmHWM") - before)
             counts.append(result["count"])
@@ -301,8 +319,15 @@ def claim_big_batches(barrier: Any, url: str, table: str, rounds: int) -> dict[s
             where = owned_by(me)  # the next round re-claims the same rows
             del result
             gc.collect()
+            _return_free_memory()
             retained.append(_memory_status("VmRSS"))
-        return {"growth": growth, "retained": retained, "counts": counts, "payload": payload}
+        return {
+            "baseline": baseline,
+            "growth": growth,
+            "retained": retained,
+            "counts": counts,
+            "payload": payload,
+        }
 
 
 # -- schema set-up beside a concurrent index build ---------------------------------------------

@@ -118,14 +118,24 @@ class PostgresBackend:
         return bool(row[0]), bool(row[1])
 
     @contextmanager
-    def _cursor(self) -> Iterator[psycopg.Cursor[Any]]:
-        """A cursor on the live connection, with driver errors translated once, here."""
+    def _cursor(self, *, many_rows: bool = False) -> Iterator[psycopg.Cursor[Any]]:
+        """A cursor on the live connection, with driver errors translated once, here.
+
+        A cursor keeps its last result until the next statement, so a statement
+        that may return many rows gets a cursor of its own, closed afterwards:
+        on the reused one a 1000-row claim of 10 KB values stayed resident
+        (~20 MB) until the store's next call.
+        """
         with self._lock:
             try:
                 if self._connection is None or self._connection.closed:
                     self._connection = self._open()
                     self._reused_cursor = self._connection.cursor()
-                yield self._reused_cursor
+                if many_rows:
+                    with self._connection.cursor() as own:
+                        yield own
+                else:
+                    yield self._reused_cursor
             except psycopg.Error as exc:
                 raise self._translate(exc) from exc
 
@@ -247,7 +257,7 @@ class PostgresBackend:
         self, table: str, where: Sequence[Condition], match: str, ordering: Ordering, limit: int
     ) -> list[Row]:
         statement, params = self._compile("query", where, match, ordering)
-        with self._cursor() as cur:
+        with self._cursor(many_rows=limit > 1) as cur:
             return [(k, v) for k, v in cur.execute(statement, (table, *params, limit)).fetchall()]
 
     def update(
@@ -277,7 +287,7 @@ class PostgresBackend:
         apply, mutation_params = _mutations_sql(mutations, "t.value")
         statement, params = self._compile("claim", where, match, ordering, apply, limit)
         args = (table, *params, *mutation_params, table)
-        with self._cursor() as cur:
+        with self._cursor(many_rows=limit > 1) as cur:
             rows = cur.execute(statement, args).fetchall()
         # RETURNING gives no order guarantee: restore claim order, ties by key.
         rows.sort(key=lambda row: (row[2], row[0]), reverse=ordering.direction == "desc")
