@@ -123,8 +123,8 @@ class PostgresBackend:
 
         A cursor keeps its last result until the next statement, so a statement
         that may return many rows gets a cursor of its own, closed afterwards:
-        on the reused one a 1000-row claim of 10 KB values stayed resident
-        (~20 MB) until the store's next call.
+        on the reused one a large claimed batch stayed resident (about the
+        batch's size again) until the store's next call.
         """
         with self._lock:
             try:
