@@ -24,6 +24,7 @@ import psycopg
 import pytest
 
 from airflow_atomic_store import AtomicStore, StoreUnavailableError
+from airflow_atomic_store.store.dialects.postgres_schema import SCHEMA_LOCK_ID
 from tests.support.physical import PHYSICAL_TABLE
 
 TIMEOUT = 0.5
@@ -210,3 +211,37 @@ def test_sqlite_first_use_that_must_create_the_schema_under_a_held_write_lock_fa
     with AtomicStore(f"sqlite:///{path}", busy_timeout=TIMEOUT) as later:
         later.put("t", "k", {"v": 1})
         assert later.get("t", "k") == {"v": 1}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_postgres_first_use_waiting_for_the_schema_lock_fails_retryably_and_closes_its_session(
+    store_url: str,
+) -> None:
+    """Another process is creating the schema: ``lock_timeout`` bounds that wait too."""
+
+    def sessions() -> int:
+        row = observer.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    with psycopg.connect(store_url, autocommit=True) as observer:
+        with psycopg.connect(store_url) as holder:
+            holder.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_ID,))
+            before = sessions()
+            with (
+                AtomicStore(store_url, lock_timeout=TIMEOUT) as fresh,
+                pytest.raises(StoreUnavailableError, match="lock timeout") as raised,
+            ):
+                fresh.get("t", "k")
+            # 55P03 is lock_not_available: the wait ran out, which a retry can outlast.
+            assert getattr(raised.value.__cause__, "sqlstate", None) == "55P03"
+            # The session that failed its set-up is closed, not left to the garbage
+            # collector: the error's traceback (kept in ``raised``) still refers to it.
+            assert sessions() == before
+        with AtomicStore(store_url, lock_timeout=TIMEOUT) as later:
+            later.put("t", "k", {"v": 1})
+            assert later.get("t", "k") == {"v": 1}

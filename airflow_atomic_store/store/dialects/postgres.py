@@ -71,19 +71,28 @@ class PostgresBackend:
     # -- connection ---------------------------------------------------------
 
     def _open(self) -> psycopg.Connection[Any]:
+        """Connect and set up; a connection whose set-up fails is closed at once.
+
+        Left to the garbage collector, it stays open as long as anything holds
+        the error's traceback (a retry loop logging it, a test's ``raises``).
+        """
         connection = self._connect()
-        connection.autocommit = True
-        # A factory may hand out connections configured for dict rows (e.g. the
-        # Postgres provider's "cursor" extra); the statements here read tuples.
-        connection.row_factory = tuple_row
-        for name, seconds in self._settings.items():
-            if seconds is not None:
-                connection.execute(
-                    sql.SQL("SELECT set_config({}, {}, false)").format(
-                        sql.Literal(name), sql.Literal(f"{int(seconds * 1000)}ms")
+        try:
+            connection.autocommit = True
+            # A factory may hand out connections configured for dict rows (e.g. the
+            # Postgres provider's "cursor" extra); the statements here read tuples.
+            connection.row_factory = tuple_row
+            for name, seconds in self._settings.items():
+                if seconds is not None:
+                    connection.execute(
+                        sql.SQL("SELECT set_config({}, {}, false)").format(
+                            sql.Literal(name), sql.Literal(f"{int(seconds * 1000)}ms")
+                        )
                     )
-                )
-        self._ensure_schema(connection)
+            self._ensure_schema(connection)
+        except BaseException:
+            connection.close()
+            raise
         return connection
 
     def _ensure_schema(self, connection: psycopg.Connection[Any]) -> None:
