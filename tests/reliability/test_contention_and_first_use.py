@@ -223,7 +223,9 @@ def result_unless_blocked(results: Any, observer: psycopg.Connection[Any], lockt
         except queue.Empty:
             pass
         row = observer.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = %s AND NOT granted", (locktype,)
+            "SELECT count(*) FROM pg_locks WHERE locktype = %s AND NOT granted "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            (locktype,),
         ).fetchone()
         assert not (row and row[0]), f"a session waits for a {locktype} lock"
     raise AssertionError("the worker never reported")

@@ -283,9 +283,10 @@ def _return_free_memory() -> None:
     import ctypes
     import ctypes.util
 
-    libc = ctypes.util.find_library("c")
-    if libc is not None and hasattr(ctypes.CDLL(libc), "malloc_trim"):
-        ctypes.CDLL(libc).malloc_trim(0)
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name is not None else None
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
 
 
 def claim_big_batches(barrier: Any, url: str, table: str, rounds: int) -> dict[str, Any]:
