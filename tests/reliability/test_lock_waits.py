@@ -241,6 +241,10 @@ def test_postgres_first_use_waiting_for_the_schema_lock_fails_retryably_and_clos
             assert getattr(raised.value.__cause__, "sqlstate", None) == "55P03"
             # The session that failed its set-up is closed, not left to the garbage
             # collector: the error's traceback (kept in ``raised``) still refers to it.
+            # (A closed session leaves pg_stat_activity a moment later: poll.)
+            deadline = time.monotonic() + SLACK
+            while sessions() != before and time.monotonic() < deadline:
+                time.sleep(0.05)
             assert sessions() == before
         with AtomicStore(store_url, lock_timeout=TIMEOUT) as later:
             later.put("t", "k", {"v": 1})
