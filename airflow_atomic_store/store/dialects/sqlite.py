@@ -116,14 +116,10 @@ class SqliteBackend:
             isolation_level=None,
             check_same_thread=False,
         )
-        register_functions(connection)
-        try:
+        try:  # a connection whose set-up fails is closed, not left to the collector
+            register_functions(connection)
             self._use_wal(connection)
-        except BaseException:
-            connection.close()
-            raise
-        connection.execute("PRAGMA synchronous=NORMAL")
-        try:
+            connection.execute("PRAGMA synchronous=NORMAL")
             self._ensure_schema(connection)
         except BaseException:
             connection.close()
