@@ -16,9 +16,11 @@ Everything is configured through ``AIRFLOW__*`` environment variables (see
 ``AIRFLOW_HOME`` under ``.e2e/`` in the project. :meth:`Deployment.stop` is
 safe to call at any point and twice: it stops the components (SIGTERM, then
 SIGKILL of every process left in their sessions), then the database server.
-Nothing is written outside ``.e2e/``. Every process runs with its working
-directory in ``.e2e/``, so the next run finds and kills whatever a killed
-harness left behind before it starts afresh.
+Nothing is written outside ``.e2e/`` (but the database server's directory when,
+run as root, the ``postgres`` user cannot enter ``.e2e/``: a link in it then names
+that directory). Every process runs with its working directory in ``.e2e/`` or
+there, so the next run finds and kills whatever a killed harness left behind
+before it starts afresh.
 """
 
 from __future__ import annotations
@@ -195,6 +197,11 @@ class Deployment:
         started = time.monotonic()
         self.server = PostgresServer(dbname=STORE_DATABASE, base_dir=self.root, max_connections=300)
         self.server.start()
+        server_directory = self.server.directory
+        assert server_directory is not None
+        if self.root.resolve() not in server_directory.resolve().parents:
+            (self.root / SERVER_ELSEWHERE).symlink_to(server_directory)
+            self.say(f"PostgreSQL data in {server_directory} (the postgres user cannot enter here)")
         self.server.create_database(METADATA_DATABASE)
         self.api_port = free_port()
         self.say(f"PostgreSQL on port {self.server.port} ({time.monotonic() - started:.1f}s)")
@@ -322,7 +329,8 @@ class Deployment:
     def leftovers(self) -> list[psutil.Process]:
         """Processes this deployment started that are still alive (should be none)."""
         found = {p.pid: p for p in processes_in_sessions(self._sessions)}
-        found.update((p.pid, p) for p in processes_under(self.root))
+        for place in run_places(self.root):
+            found.update((p.pid, p) for p in processes_under(place))
         return list(found.values())
 
     def _record_session(self, pid: int) -> None:
@@ -389,18 +397,30 @@ def processes_under(root: Path) -> Iterator[psutil.Process]:
             yield process
 
 
+#: The link in ``.e2e/`` to the database server's directory when that is elsewhere.
+SERVER_ELSEWHERE = "postgres-elsewhere"
+
+
+def run_places(root: Path) -> list[Path]:
+    """``root``, and the database server's directory outside it if a link names one."""
+    link = root / SERVER_ELSEWHERE
+    return [root, link.resolve()] if link.is_symlink() else [root]
+
+
 def reap_previous_run(root: Path, say: Callable[[str], None]) -> None:
     """Kill what a previous, interrupted run left alive, then remove its files."""
     if not root.exists():
         return
-    leftovers = list(processes_under(root))
+    places = run_places(root)
+    leftovers = [process for place in places for process in processes_under(place)]
     for process in leftovers:
         with _suppress_lookup():
             process.send_signal(signal.SIGKILL)
     if leftovers:
         psutil.wait_procs(leftovers, timeout=10)
         say(f"killed {len(leftovers)} process(es) left by a previous run")
-    shutil.rmtree(root, ignore_errors=True)
+    for place in reversed(places):
+        shutil.rmtree(place, ignore_errors=True)
 
 
 def tail(path: Path, lines: int = 40) -> str:

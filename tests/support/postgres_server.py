@@ -81,7 +81,8 @@ class PostgresServer:
 
     :param dbname: database created at start; :attr:`url` points at it.
     :param max_connections: server ``max_connections`` (at least 100).
-    :param base_dir: parent of the temporary directory (default: the system temp dir).
+    :param base_dir: parent of the temporary directory (default, and when the
+        server user cannot enter it: the system temp dir; see :attr:`directory`).
     :param settings: extra ``-c name=value`` server settings.
     """
 
@@ -269,7 +270,7 @@ class PostgresServer:
         return self.directory
 
     def _init_cluster(self) -> None:
-        directory = Path(tempfile.mkdtemp(prefix="atomic-pg-", dir=self._base_dir))
+        directory = Path(tempfile.mkdtemp(prefix="atomic-pg-", dir=self._cluster_parent()))
         self.directory = directory
         if self._as_server_user:
             shutil.chown(directory, user=_SERVER_USER, group=_SERVER_USER)
@@ -277,6 +278,23 @@ class PostgresServer:
             [str(self._initdb), "-D", str(self.data_dir), *_INITDB_OPTIONS],
             what="initdb",
         )
+
+    def _cluster_parent(self) -> str | os.PathLike[str] | None:
+        """``base_dir``, or the system temp dir if the server user cannot enter it.
+
+        As root the server runs as ``postgres``, which needs to pass through every
+        directory above its data: a project cloned into a private directory (say
+        ``$(mktemp -d)/c``, mode 0700) is out of its reach.
+        """
+        if self._base_dir is None or not self._as_server_user:
+            return self._base_dir
+        probe = subprocess.run(
+            ["runuser", "-u", _SERVER_USER, "--", "test", "-x", str(self._base_dir)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=60,
+        )
+        return self._base_dir if probe.returncode == 0 else None
 
     def _start_with_free_port(self) -> None:
         last_error: PostgresServerError | None = None
