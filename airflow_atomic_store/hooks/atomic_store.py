@@ -7,9 +7,7 @@ from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseHook
-from airflow.sdk.exceptions import AirflowNotFoundException
-
+from airflow_atomic_store.compat import AirflowNotFoundException, BaseHook
 from airflow_atomic_store.exceptions import ConnectionConfigError
 from airflow_atomic_store.store import AtomicStore
 

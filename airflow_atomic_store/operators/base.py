@@ -6,9 +6,9 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from airflow.sdk import BaseOperator, SkipMixin
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk import BaseOperator
 
+from airflow_atomic_store.compat import AirflowFailException, SkipMixin
 from airflow_atomic_store.exceptions import MutationError, SpecError
 from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
 from airflow_atomic_store.templating import AtomicNamespace, ensure_namespace, render_value

@@ -1,0 +1,79 @@
+"""The few Airflow names that moved between 3.x lines, each from where the running line has it.
+
+Every Airflow-layer module imports these names from here, so no other module
+branches on the Airflow version. Each name is tried at its newest home first,
+then at the old one (checked against the 3.0.6, 3.1.8, 3.2.2 and 3.3.2 wheels):
+
+* ``BaseHook``: ``airflow.sdk`` from 3.1; ``airflow.hooks.base`` in 3.0.
+* ``SkipMixin``: ``airflow.sdk`` from 3.2; before, ``airflow.providers.standard.utils.skipmixin``.
+* ``AirflowNotFoundException``, ``AirflowFailException``: ``airflow.sdk.exceptions``
+  from 3.2; before, ``airflow.exceptions``.
+
+Importing this module refuses an Airflow older than :data:`MIN_AIRFLOW_VERSION`
+with a ``RuntimeError``, as Airflow's own providers do. The store layer
+(``airflow_atomic_store.store``, ``airflow_atomic_store.spec``) never imports it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import airflow
+
+MIN_AIRFLOW_VERSION = "3.0.0"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The numeric release of a version string: ``"3.1.0rc2"`` -> ``(3, 1, 0)``."""
+    found = re.match(r"\s*v?(\d+(?:\.\d+)*)", version)
+    if found is None:
+        raise ValueError(f"not a version: {version!r}")
+    return tuple(int(part) for part in found.group(1).split("."))
+
+
+def check_airflow_version(version: str) -> None:
+    """Raise ``RuntimeError`` if ``version`` is older than :data:`MIN_AIRFLOW_VERSION`.
+
+    Pre-releases and dev builds of a supported release count as that release (as
+    the official providers compare ``base_version``).
+    """
+    minimum = _release(MIN_AIRFLOW_VERSION)
+    release = _release(version)
+    width = max(len(minimum), len(release))
+    if release + (0,) * (width - len(release)) < minimum + (0,) * (width - len(minimum)):
+        raise RuntimeError(
+            f"The package `airflow-atomic-store` needs Apache Airflow {MIN_AIRFLOW_VERSION}+; "
+            f"Apache Airflow {version} is installed"
+        )
+
+
+check_airflow_version(airflow.__version__)
+
+if TYPE_CHECKING:  # type checkers see the newest line's names
+    from airflow.sdk import BaseHook, SkipMixin
+    from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
+else:
+    try:  # 3.1+
+        from airflow.sdk import BaseHook
+    except ImportError:
+        from airflow.hooks.base import BaseHook
+
+    try:  # 3.2+
+        from airflow.sdk import SkipMixin
+    except ImportError:
+        from airflow.providers.standard.utils.skipmixin import SkipMixin
+
+    try:  # 3.2+
+        from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
+    except ImportError:
+        from airflow.exceptions import AirflowFailException, AirflowNotFoundException
+
+__all__ = [
+    "MIN_AIRFLOW_VERSION",
+    "AirflowFailException",
+    "AirflowNotFoundException",
+    "BaseHook",
+    "SkipMixin",
+    "check_airflow_version",
+]

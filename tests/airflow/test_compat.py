@@ -1,0 +1,128 @@
+"""The compatibility module: the moved names are Airflow's own, and old Airflow is refused.
+
+These run on every Airflow line of the compatibility matrix (``make compat``), so
+each assertion holds on 3.0, 3.1, 3.2 and 3.3 alike.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+
+from airflow_atomic_store import compat
+from tests.airflow.dagrun import DagRunResult, new_dag
+
+
+@pytest.mark.parametrize("version", ["3.0.0", "3.0.6", "3.1.8", "3.3.2", "3.1.0rc1", "4.0.0.dev0"])
+def test_the_version_check_accepts_every_airflow_3_release(version: str) -> None:
+    compat.check_airflow_version(version)
+
+
+@pytest.mark.parametrize("version", ["2.11.2", "2.10.5", "2.99.0rc1", "1"])
+def test_the_version_check_refuses_airflow_before_3_naming_the_minimum(version: str) -> None:
+    with pytest.raises(RuntimeError, match=r"needs Apache Airflow 3\.0\.0\+") as raised:
+        compat.check_airflow_version(version)
+    assert version in str(raised.value)
+    assert "airflow-atomic-store" in str(raised.value)
+
+
+def test_the_version_check_rejects_text_that_is_not_a_version() -> None:
+    with pytest.raises(ValueError, match="not a version"):
+        compat.check_airflow_version("three")
+
+
+def _run(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        check=False,
+    )
+
+
+def test_an_older_airflow_is_refused_when_the_airflow_layer_is_imported() -> None:
+    result = _run(
+        """
+        import airflow
+        airflow.__version__ = "2.11.2"
+        for name in ("airflow_atomic_store.hooks", "airflow_atomic_store.operators"):
+            try:
+                __import__(name)
+            except RuntimeError as exc:
+                print(name, "refused:", exc)
+            else:
+                print(name, "imported")
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("refused: The package `airflow-atomic-store` needs") == 2, (
+        result.stdout
+    )
+    assert "Apache Airflow 3.0.0+; Apache Airflow 2.11.2 is installed" in result.stdout
+
+
+def test_the_store_and_spec_layers_import_without_airflow() -> None:
+    result = _run(
+        """
+        import sys
+        import airflow_atomic_store
+        import airflow_atomic_store.spec
+        import airflow_atomic_store.store
+        from airflow_atomic_store import AtomicStore, SpecError
+        print(sorted(name for name in sys.modules if name.split(".")[0] == "airflow"))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_base_hook_is_the_one_airflow_own_providers_build_on() -> None:
+    from airflow.providers.postgres.hooks.postgres import PostgresHook
+
+    from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
+
+    assert compat.BaseHook in PostgresHook.__mro__
+    assert compat.BaseHook in AtomicStoreHook.__mro__
+
+
+def test_skip_mixin_is_the_one_the_short_circuit_operator_uses() -> None:
+    from airflow.providers.standard.operators.python import ShortCircuitOperator
+
+    from airflow_atomic_store.operators import BaseAtomicOperator
+
+    assert compat.SkipMixin in ShortCircuitOperator.__mro__
+    assert compat.SkipMixin in BaseAtomicOperator.__mro__
+
+
+def test_a_missing_connection_raises_the_not_found_exception_it_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("AIRFLOW_CONN_ATOMIC_STORE_COMPAT_MISSING", raising=False)
+    with pytest.raises(compat.AirflowNotFoundException):
+        compat.BaseHook.get_connection("atomic_store_compat_missing")
+
+
+def test_the_fail_exception_fails_a_task_at_once_despite_retries(
+    run_dag: Callable[..., DagRunResult], dag_id: str
+) -> None:
+    from airflow.sdk import task
+
+    with new_dag(dag_id, default_args={"retries": 3, "retry_delay": timedelta(0)}) as dag:
+
+        @task
+        def give_up() -> None:
+            raise compat.AirflowFailException("retrying cannot help")
+
+        give_up()
+
+    result = run_dag(dag)
+    assert result.state_of("give_up") == "failed"
+    assert result.try_number_of("give_up") == 1
