@@ -176,9 +176,21 @@ class AtomicStoreHook(BaseHook):
             table, where=where, match=match, order_by=order_by, direction=direction, limit=limit
         )
 
-    def ensure_claim_index(self, fields: Sequence[str], *, order_by: str = "createdAt") -> str:
-        """Index the fields a queue is claimed by; see ``AtomicStore.ensure_claim_index``."""
-        return self.store.ensure_claim_index(fields, order_by=order_by)
+    def ensure_claim_index(
+        self, *, table: str, where: Any, match: str = "all", order_by: str = "createdAt"
+    ) -> str:
+        """Declare a claimable set; see ``AtomicStore.ensure_claim_index``."""
+        return self.store.ensure_claim_index(
+            table=table, where=where, match=match, order_by=order_by
+        )
+
+    def claim_sets(self, table: str | None = None) -> list[dict[str, Any]]:
+        """The store's claimable sets; see ``AtomicStore.claim_sets``."""
+        return self.store.claim_sets(table)
+
+    def drop_claim_set(self, name: str) -> bool:
+        """Drop a claimable set; see ``AtomicStore.drop_claim_set``."""
+        return self.store.drop_claim_set(name)
 
     def explain_claim(
         self,
@@ -189,10 +201,17 @@ class AtomicStoreHook(BaseHook):
         order_by: str = "createdAt",
         direction: str = "asc",
         limit: int = 10,
+        generic: bool = False,
     ) -> str:
         """The plan of a claim's row selection; see ``AtomicStore.explain_claim``."""
         return self.store.explain_claim(
-            table, where=where, match=match, order_by=order_by, direction=direction, limit=limit
+            table,
+            where=where,
+            match=match,
+            order_by=order_by,
+            direction=direction,
+            limit=limit,
+            generic=generic,
         )
 
     # -- connection handling ----------------------------------------------------------------

@@ -31,7 +31,9 @@ from airflow_atomic_store.spec import (
     parse_where,
     project,
 )
-from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE, Backend
+from airflow_atomic_store.spec.claim_sets import parse_claim_set
+from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE, Backend, ClaimSetGone
+from airflow_atomic_store.store.claim_sets import ClaimSetCatalog
 
 _BACKENDS: dict[str, Callable[..., Backend]] = {}
 
@@ -85,6 +87,10 @@ class AtomicStore:
     :param statement_timeout: PostgreSQL only: seconds before a statement is
         cancelled with a retryable error (default: no limit).
     :param busy_timeout: SQLite only: seconds a writer waits for the lock.
+    :param auto_claim_sets: let the store declare a claimable set (a partial
+        index holding only the matching rows) the first time it serves a claim
+        filter of ``equals``/``in`` conditions on a table, so queues do not slow
+        down as their history grows (see :meth:`ensure_claim_index`).
     """
 
     def __init__(
@@ -95,6 +101,7 @@ class AtomicStore:
         lock_timeout: float | None = None,
         statement_timeout: float | None = None,
         busy_timeout: float | None = None,
+        auto_claim_sets: bool = True,
     ) -> None:
         scheme = url.split("://", 1)[0].split("+", 1)[0] if "://" in url else ""
         factory = _BACKENDS.get(scheme)
@@ -109,12 +116,18 @@ class AtomicStore:
         }
         if busy_timeout is not None:
             options["busy_timeout"] = busy_timeout
-        self._backend = factory(url, **options)
+        self._use(factory(url, **options), auto_claim_sets)
+
+    def _use(self, backend: Backend, auto_claim_sets: bool) -> None:
+        if not isinstance(auto_claim_sets, bool):
+            raise SpecError("auto_claim_sets", f"must be true or false, got {auto_claim_sets!r}")
+        self._backend = backend
+        self._claim_sets = ClaimSetCatalog(backend, automatic=auto_claim_sets)
 
     @classmethod
-    def from_backend(cls, backend: Backend) -> AtomicStore:
+    def from_backend(cls, backend: Backend, *, auto_claim_sets: bool = True) -> AtomicStore:
         store = cls.__new__(cls)
-        store._backend = backend
+        store._use(backend, auto_claim_sets)
         return store
 
     @classmethod
@@ -126,6 +139,7 @@ class AtomicStore:
         storage_table: str = DEFAULT_STORAGE_TABLE,
         lock_timeout: float | None = None,
         statement_timeout: float | None = None,
+        auto_claim_sets: bool = True,
     ) -> AtomicStore:
         """A PostgreSQL store whose connections come from ``connect()``.
 
@@ -142,7 +156,8 @@ class AtomicStore:
                 storage_table=storage_table,
                 lock_timeout=lock_timeout,
                 statement_timeout=statement_timeout,
-            )
+            ),
+            auto_claim_sets=auto_claim_sets,
         )
 
     # -- plain verbs ---------------------------------------------------------
@@ -233,7 +248,15 @@ class AtomicStore:
             parsed = default_claim_mutations(execution_id or f"claim-{uuid.uuid4()}")
         else:
             parsed = _required_mutations(mutations, "mutations")
-        rows = self._backend.claim(table, conditions, mode, ordering, count, parsed)
+        written = {mutation.path.top_level for mutation in parsed}
+        chosen = self._claim_sets.for_claim(
+            table, conditions, mode, ordering.column, written=written, may_declare=True
+        )
+        try:
+            rows = self._backend.claim(table, conditions, mode, ordering, count, parsed, chosen)
+        except ClaimSetGone:  # dropped by another process since this one listed it
+            self._claim_sets.forget(table)
+            rows = self._backend.claim(table, conditions, mode, ordering, count, parsed)
         claimed = [{"key": key, "value": project(value, fields)} for key, value in rows]
         return {"claimed": claimed, "count": len(claimed)}
 
@@ -258,25 +281,46 @@ class AtomicStore:
         inserted, result = self._backend.upsert(table, key, value, parsed)
         return {"inserted": inserted, "value": project(result, fields), "key": key}
 
-    # -- indexes -------------------------------------------------------------
+    # -- claimable sets ------------------------------------------------------
 
-    def ensure_claim_index(self, fields: Sequence[str], *, order_by: str = "createdAt") -> str:
-        """Index the fields a queue is claimed by, so claims stay fast as it grows.
+    def ensure_claim_index(
+        self,
+        *,
+        table: str,
+        where: Any,
+        match: str = "all",
+        order_by: str = "createdAt",
+    ) -> str:
+        """Declare a claimable set: the rows of ``table`` that a queue's claims take from.
 
-        A claim marks rows in place, so without this index every claim steps
-        over all the rows already consumed. Declare the fields your claim
-        filters on with ``equals``/``in`` (e.g. ``["status"]``) and the order it
-        uses; one index serves every logical table. Idempotent and safe to call
-        from many workers at once; on PostgreSQL it is built ``CONCURRENTLY``,
-        so writers are not blocked. Returns the index name.
+        A claim marks rows in place, so a queue's table keeps every row it ever
+        consumed. The store builds a partial index holding only the rows that
+        match ``where`` (e.g. ``status equals pending``), in ``order_by`` order,
+        and every claim whose filter includes these conditions walks that index
+        instead of the table's history. Conditions are ``equals``,
+        ``not_equals``, ``in``, ``not_in``, ``exists`` or ``not_exists`` on
+        strings, integers, booleans or null. Idempotent and safe from many
+        processes; on PostgreSQL built ``CONCURRENTLY``, so writers are never
+        blocked. Returns the index name; :meth:`claim_sets` lists the sets.
         """
-        if isinstance(fields, str):
-            fields = [fields]
-        paths = tuple(parse_path(field, field=f"fields[{i}]") for i, field in enumerate(fields))
-        if not paths:
-            raise SpecError("fields", "name at least one field the claim filters on")
-        column = parse_ordering(order_by, "asc").column
-        return self._backend.ensure_claim_index(paths, column)
+        claim_set = parse_claim_set(parse_table(table), where, match, order_by)
+        return self._claim_sets.declare(claim_set).name
+
+    def claim_sets(self, table: str | None = None) -> list[dict[str, Any]]:
+        """Every claimable set (of one table, or all): name, where, origin and state.
+
+        ``origin`` is ``declared`` (:meth:`ensure_claim_index`) or ``automatic``
+        (the store's own, see ``auto_claim_sets``); ``state`` is ``ready``,
+        ``building`` or ``failed`` (with the ``problem``).
+        """
+        stored = self._claim_sets.listing(None if table is None else parse_table(table))
+        return [entry.to_json() for entry in stored]
+
+    def drop_claim_set(self, name: str) -> bool:
+        """Drop a claimable set and its index; True if it existed. Claims stay correct."""
+        if not isinstance(name, str) or not name:
+            raise SpecError("name", f"must be a claimable set's index name, got {name!r}")
+        return self._claim_sets.drop(name)
 
     def explain_claim(
         self,
@@ -287,19 +331,31 @@ class AtomicStore:
         order_by: str = "createdAt",
         direction: str = "asc",
         limit: int = 10,
+        generic: bool = False,
     ) -> str:
         """The database's query plan for a claim's row selection (nothing is claimed).
 
-        Use it to check that a claim uses the index from
-        :meth:`ensure_claim_index` instead of scanning consumed rows.
+        The statement is the one the claim would run now, claimable set
+        included, so the plan shows whether it walks the set's index. With
+        ``generic`` (PostgreSQL), the plan a repeated claim settles on, made
+        without the parameters' values.
         """
-        return self._backend.explain_claim(
-            parse_table(table),
-            parse_where(where),
-            parse_match(match),
-            parse_ordering(order_by, direction),
-            parse_limit(limit, CLAIM_LIMIT),
+        table = parse_table(table)
+        conditions, mode = parse_where(where), parse_match(match)
+        ordering = parse_ordering(order_by, direction)
+        count = parse_limit(limit, CLAIM_LIMIT)
+        chosen = self._claim_sets.for_claim(
+            table, conditions, mode, ordering.column, may_declare=False
         )
+        try:
+            return self._backend.explain_claim(
+                table, conditions, mode, ordering, count, chosen, generic=generic
+            )
+        except ClaimSetGone:
+            self._claim_sets.forget(table)
+            return self._backend.explain_claim(
+                table, conditions, mode, ordering, count, generic=generic
+            )
 
     # -- lifecycle -----------------------------------------------------------
 

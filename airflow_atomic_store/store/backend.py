@@ -6,14 +6,13 @@ everything they raise is about the database, not the spec.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from airflow_atomic_store.exceptions import SpecError
-from airflow_atomic_store.spec import Condition, FieldPath, Mutation, Ordering
-from airflow_atomic_store.spec.options import OrderColumn
+from airflow_atomic_store.spec import Condition, Mutation, Ordering
+from airflow_atomic_store.store.claim_sets import ChosenSet, SetStorage
 
 Row = tuple[str, dict[str, Any]]
 
@@ -21,10 +20,8 @@ DEFAULT_STORAGE_TABLE = "atomic_store_rows"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
 
 
-def claim_index_name(storage_table: str, fields: Sequence[FieldPath], column: str) -> str:
-    """A stable name (at most 63 characters) for one claim index shape."""
-    shape = repr(([field.segments for field in fields], column)).encode()
-    return f"{storage_table}_claim_{hashlib.sha256(shape).hexdigest()[:8]}"
+class ClaimSetGone(Exception):
+    """A claim named a set's index that another process has dropped; claim again without it."""
 
 
 def check_storage_table(name: str) -> str:
@@ -37,7 +34,7 @@ def check_storage_table(name: str) -> str:
     return name
 
 
-class Backend(Protocol):
+class Backend(SetStorage, Protocol):
     def put(self, table: str, key: str, value: dict[str, Any]) -> None: ...
 
     def get(self, table: str, key: str) -> dict[str, Any] | None: ...
@@ -72,8 +69,9 @@ class Backend(Protocol):
         ordering: Ordering,
         limit: int,
         mutations: Sequence[Mutation],
+        claim_set: ChosenSet | None = None,
     ) -> list[Row]:
-        """The claimed rows' new values, in claim order."""
+        """The claimed rows' new values, in claim order (may raise :class:`ClaimSetGone`)."""
         ...
 
     def upsert(
@@ -87,13 +85,17 @@ class Backend(Protocol):
         ...
 
     def explain_claim(
-        self, table: str, where: Sequence[Condition], match: str, ordering: Ordering, limit: int
+        self,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        limit: int,
+        claim_set: ChosenSet | None = None,
+        *,
+        generic: bool = False,
     ) -> str:
         """The database's plan for the claim's row selection."""
-        ...
-
-    def ensure_claim_index(self, fields: Sequence[FieldPath], column: OrderColumn) -> str:
-        """Create (once, concurrency-safe) the index a claim on ``fields`` can use."""
         ...
 
     def close(self) -> None: ...

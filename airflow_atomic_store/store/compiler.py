@@ -8,12 +8,15 @@ loop binds new values into an already-built statement.
 
 Paths enter the text as literals quoted by the driver (see each dialect), so
 PostgreSQL can match an expression index such as ``(value -> 'status')``.
-Values are always bound parameters.
+Values are bound parameters, except the conditions a claimable set covers
+(``spec/claim_sets.py``): those are written as the driver's own literals, so
+the planner can prove the set's partial-index predicate from the text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
@@ -50,32 +53,47 @@ class PathSQL:
 class WhereDialect(Protocol):
     operators: dict[str, OperatorSQL]
 
-    def path_sql(self, segments: tuple[Segment, ...]) -> PathSQL: ...
+    def path_sql(self, segments: tuple[Segment, ...], root: str = ...) -> PathSQL: ...
 
     def negate(self, sql: str) -> str: ...
+
+    def literal_condition(self, path: PathSQL, positive: str, kind: str, value: Any) -> str:
+        """The positive condition with ``value`` written as literals (no placeholders)."""
+        ...
 
     match_all: str
     match_any: str
     always_true: str
 
 
-ConditionShape = tuple[tuple[Segment, ...], str, bool, str]
+#: ``(segments, positive operator, negated, value kind, literal JSON text or None)``.
+ConditionShape = tuple[tuple[Segment, ...], str, bool, str, str | None]
 
 
-def condition_shape(condition: Condition) -> ConditionShape:
+def condition_shape(condition: Condition, literal: bool = False) -> ConditionShape:
     op = condition.operator
     return (
         condition.path.segments,
         op.positive,
         op.negates is not None,
         json_type(condition.value),
+        json.dumps(condition.value) if literal else None,
     )
 
 
 def where_shape(
-    conditions: Sequence[Condition], match: str
+    conditions: Sequence[Condition], match: str, inline: Collection[int] = ()
 ) -> tuple[tuple[ConditionShape, ...], str]:
-    return tuple(condition_shape(c) for c in conditions), match
+    return tuple(condition_shape(c, i in inline) for i, c in enumerate(conditions)), match
+
+
+def inline_parameters(fragment: Fragment, value: Any, substitute: Substitute) -> str:
+    """A fragment's SQL with each placeholder replaced by its parameter as a literal."""
+    return substitute(fragment.sql, [make(value) for make in fragment.params])
+
+
+Substitute = Callable[[str, list[Any]], str]
+"""``(sql, parameter values) -> sql`` with each placeholder written as a literal."""
 
 
 def order_sql(ordering: Ordering) -> str:
@@ -106,21 +124,39 @@ class WhereCompiler:
         self._dialect = dialect
         self.compile_shape = lru_cache(maxsize=1024)(self._compile_shape)
 
-    def compile(self, conditions: Sequence[Condition], match: str) -> tuple[str, list[Any]]:
-        """SQL for the conditions and the bound parameters for their values."""
-        compiled = self.compile_shape(where_shape(conditions, match))
+    def compile(
+        self, conditions: Sequence[Condition], match: str, inline: Collection[int] = ()
+    ) -> tuple[str, list[Any]]:
+        """SQL for the conditions and the bound parameters for their values.
+
+        The conditions at the positions in ``inline`` are written as literals.
+        """
+        compiled = self.compile_shape(where_shape(conditions, match, inline))
         return compiled.sql, compiled.bind(conditions)
 
-    def _compile_shape(self, shape: tuple[tuple[ConditionShape, ...], str]) -> CompiledWhere:
+    def literal_predicate(self, conditions: Sequence[Condition], match: str, root: str) -> str:
+        """Every condition as literals over the ``root`` column: a partial index's predicate."""
+        shape = where_shape(conditions, match, range(len(conditions)))
+        return self._compile_shape(shape, root).sql
+
+    def _compile_shape(
+        self, shape: tuple[tuple[ConditionShape, ...], str], root: str | None = None
+    ) -> CompiledWhere:
         conditions, match = shape
         dialect = self._dialect
         if not conditions:
             return CompiledWhere(dialect.always_true, ())
         parts: list[str] = []
         params: list[tuple[ParamMaker, ...]] = []
-        for segments, positive, negated, kind in conditions:
-            fragment = dialect.operators[positive](dialect.path_sql(segments), kind)
-            parts.append(dialect.negate(fragment.sql) if negated else fragment.sql)
-            params.append(fragment.params)
+        for segments, positive, negated, kind, literal in conditions:
+            path = dialect.path_sql(segments) if root is None else dialect.path_sql(segments, root)
+            if literal is None:
+                fragment = dialect.operators[positive](path, kind)
+                condition_sql, makers = fragment.sql, fragment.params
+            else:
+                condition_sql = dialect.literal_condition(path, positive, kind, json.loads(literal))
+                makers = ()
+            parts.append(dialect.negate(condition_sql) if negated else condition_sql)
+            params.append(makers)
         joiner = dialect.match_all if match == "all" else dialect.match_any
         return CompiledWhere("(" + joiner.join(parts) + ")", tuple(params))

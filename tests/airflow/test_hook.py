@@ -45,9 +45,12 @@ def test_the_hook_offers_every_verb_of_the_store(store_conn: str) -> None:
         )
         assert hook.delete("pending_ops", "op-1") is True
         assert hook.get("pending_ops", "op-1") is None
-        index = hook.ensure_claim_index(["status"])
-        assert index == hook.ensure_claim_index(["status"])
-        assert isinstance(hook.explain_claim("pending_ops", where=[PENDING]), str)
+        index = hook.ensure_claim_index(table="pending_ops", where=[PENDING])
+        assert index == hook.ensure_claim_index(table="pending_ops", where=[PENDING])
+        assert [s["name"] for s in hook.claim_sets("pending_ops")] == [index]
+        assert index in hook.explain_claim("pending_ops", where=[PENDING], generic=True)
+        assert hook.drop_claim_set(index) is True
+        assert hook.claim_sets() == []
 
 
 PENDING = {"field": "status", "operator": "equals", "value": "pending"}

@@ -27,7 +27,7 @@ def test_a_statement_postgresql_rejects_for_good_is_not_reported_as_retryable(
 ) -> None:
     # A claim index includes the indexed field's value, and a btree entry is limited
     # to about 2.7 kB: this write can never succeed, however often it is retried.
-    store.ensure_claim_index(["status"])
+    store.ensure_claim_index(table="t", where=[{"field": "status", "operator": "exists"}])
     with pytest.raises(AtomicStoreError, match="index row size") as raised:
         store.put("t", "k", {"status": os.urandom(3000).hex()})
     assert not isinstance(raised.value, StoreUnavailableError)

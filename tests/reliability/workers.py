@@ -246,7 +246,7 @@ def first_call(barrier: Any, url: str, which: str) -> Any:
         elif which == "delete":
             store.delete("first", "missing")
         else:
-            store.ensure_claim_index(["status"])
+            store.ensure_claim_index(table="first", where=PENDING)
         # The store works for a second call too, on a row every process shares.
         return store.atomic_upsert(
             "first",
@@ -342,7 +342,7 @@ def build_claim_index_when_told(url: str, opened: Any, go: Any, results: Any) ->
             opened.set()
             if not go.wait(timeout=60):
                 raise TimeoutError("never told to build the index")
-            results.put(("index", "ok", store.ensure_claim_index(["status"])))
+            results.put(("index", "ok", store.ensure_claim_index(table="jobs", where=PENDING)))
     except BaseException as exc:
         results.put(("index", "error", repr(exc)))
 

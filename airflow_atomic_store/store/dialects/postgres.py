@@ -12,7 +12,6 @@ insert from an update.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -27,13 +26,22 @@ from airflow_atomic_store.exceptions import (
     MutationError,
     StoreUnavailableError,
 )
-from airflow_atomic_store.spec import Condition, FieldPath, Mutation, Ordering
-from airflow_atomic_store.spec.options import OrderColumn
-from airflow_atomic_store.store.backend import Row, check_storage_table, claim_index_name
+from airflow_atomic_store.spec import Condition, Mutation, Ordering
+from airflow_atomic_store.spec.claim_sets import ClaimSet
+from airflow_atomic_store.store.backend import Row, check_storage_table
+from airflow_atomic_store.store.claim_sets import ChosenSet, Origin, StoredSet
 from airflow_atomic_store.store.compiler import WhereCompiler, order_sql
+from airflow_atomic_store.store.dialects import postgres_claim_sets as claim_sets
 from airflow_atomic_store.store.dialects import postgres_schema as schema
 from airflow_atomic_store.store.dialects.postgres_json import jsonb
-from airflow_atomic_store.store.dialects.postgres_where import PostgresWhere, path_sql
+from airflow_atomic_store.store.dialects.postgres_where import (
+    PostgresWhere,
+    literal,
+    path_sql,
+    substitute_literals,
+    substitute_positional,
+    without_placeholders,
+)
 
 Connect = Callable[[], psycopg.Connection[Any]]
 
@@ -107,24 +115,30 @@ class PostgresBackend:
         The check must read the catalogs afresh, not the session's catalog
         cache, or it repeats the first check's "missing" (see ``SCHEMA_PROBE``).
         """
-        if self._schema_missing(connection) == (False, False):
+        if not any(self._schema_missing(connection)):
             return
         with connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (schema.SCHEMA_LOCK_ID,))
-            table_missing, functions_missing = self._schema_missing(connection)
+            table_missing, sets_missing, functions_missing = self._schema_missing(connection)
             if table_missing:
                 connection.execute(schema.table_ddl(self._table_name))
+            if sets_missing:
+                connection.execute(schema.sets_ddl(self._table_name))
             if functions_missing:
                 connection.execute(schema.FUNCTIONS_DDL.encode())
 
-    def _schema_missing(self, connection: psycopg.Connection[Any]) -> tuple[bool, bool]:
-        """(rows table missing, mutation functions missing), as of this statement."""
+    def _schema_missing(self, connection: psycopg.Connection[Any]) -> tuple[bool, bool, bool]:
+        """(rows table, sets catalog, mutation functions) missing, as of this statement."""
         row = connection.execute(
             schema.SCHEMA_PROBE,
-            {"table": self._table_name, "functions": list(schema.FUNCTION_NAMES)},
+            {
+                "table": self._table_name,
+                "sets": f"{self._table_name}_claim_sets",
+                "functions": list(schema.FUNCTION_NAMES),
+            },
         ).fetchone()
         assert row is not None
-        return bool(row[0]), bool(row[1])
+        return bool(row[0]), bool(row[1]), bool(row[2])
 
     @contextmanager
     def _cursor(self, *, many_rows: bool = False) -> Iterator[psycopg.Cursor[Any]]:
@@ -175,42 +189,42 @@ class PostgresBackend:
                 self._connection.close()
                 self._connection = None
 
-    # -- claim indexes ------------------------------------------------------
+    # -- claimable sets -----------------------------------------------------
 
-    def ensure_claim_index(self, fields: Sequence[FieldPath], column: OrderColumn) -> str:
-        """``CREATE INDEX CONCURRENTLY`` on ``(table_name, <fields>, column, key)``.
+    def load_claim_sets(self, table: str | None) -> list[StoredSet]:
+        with self._cursor(many_rows=True) as cur:
+            return claim_sets.load(cur, schema.sets_table(self._table_name), table)
 
-        The expressions are built by the same code as the claim filter, so the
-        planner matches them. Writers are never blocked. Concurrent callers
-        take turns on a session advisory lock polled with ``pg_try_`` (a
-        blocking wait would hold a snapshot that the concurrent build waits
-        for); an invalid index left by an interrupted build is rebuilt.
-        """
-        name = claim_index_name(self._table_name, fields, column)
-        # Literals come with "%" doubled for the placeholder parser, but these DDL
-        # statements run without parameters: undouble, or the index would be on
-        # another key ('a%%b') than the claim filter's ('a%b') and never be used.
-        expressions = ", ".join(path_sql(f.segments, root="value").json for f in fields)
-        expressions = expressions.replace("%%", "%")
-        create = (
-            f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {sql.Identifier(name).as_string(None)} "
-            f"ON {self._table} (table_name, {expressions}, {column}, key)"
-        )
-        lock_id = schema.SCHEMA_LOCK_ID + 1
+    def build_claim_set(
+        self,
+        claim_set: ClaimSet,
+        origin: Origin,
+        *,
+        timeout: float | None,
+        automatic_limit: int,
+    ) -> StoredSet | None:
+        predicate = self._set_predicate(claim_set)
+        configured = self._settings["statement_timeout"]
         with self._cursor() as cur:
-            while not cur.execute("SELECT pg_try_advisory_lock(%s)", (lock_id,)).fetchone()[0]:  # type: ignore[index]
-                time.sleep(0.05)
-            try:
-                valid = cur.execute(_INDEX_VALID, (name,)).fetchone()
-                if valid is not None and not valid[0]:
-                    cur.execute(
-                        f"DROP INDEX CONCURRENTLY IF EXISTS {sql.Identifier(name).as_string(None)}".encode()
-                    )
-                if valid is None or not valid[0]:
-                    cur.execute(create.encode())
-            finally:
-                cur.execute("SELECT pg_advisory_unlock(%s)", (lock_id,))
-        return name
+            return claim_sets.build(
+                cur,
+                storage_table=self._table_name,
+                predicate=predicate,
+                claim_set=claim_set,
+                origin=origin,
+                timeout=timeout,
+                automatic_limit=automatic_limit,
+                restore_timeout=f"{int(configured * 1000)}ms" if configured else "0",
+            )
+
+    def drop_claim_set(self, name: str) -> bool:
+        with self._cursor() as cur:
+            return claim_sets.drop(cur, self._table_name, name)
+
+    def _set_predicate(self, claim_set: ClaimSet) -> str:
+        """The partial index's predicate: the same literal SQL a covered claim contains."""
+        where = self._where.literal_predicate(claim_set.conditions, claim_set.match, "value")
+        return f"table_name = {literal(claim_set.table)} AND {where}"
 
     # -- statements ---------------------------------------------------------
 
@@ -221,6 +235,7 @@ class PostgresBackend:
         ordering: Ordering | None = None,
         apply: str = "",
         limit: int | None = None,
+        table_filter: str = "r.table_name = %s",
     ) -> bytes:
         return (
             _STATEMENTS[kind]
@@ -231,6 +246,7 @@ class PostgresBackend:
                 order_column=ordering.column if ordering else "",
                 apply=apply,
                 limit=sql.Literal(limit).as_string(None) if limit is not None else "",
+                table_filter=table_filter,
             )
             .encode()
         )
@@ -246,6 +262,31 @@ class PostgresBackend:
     ) -> tuple[bytes, list[Any]]:
         where_sql, params = self._where.compile(where, match)
         return self._statement(kind, where_sql, ordering, apply, limit), params
+
+    def _compile_pick(
+        self,
+        kind: str,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        limit: int,
+        chosen: ChosenSet | None,
+        apply: str = "",
+    ) -> tuple[bytes, list[Any]]:
+        """A claim's statement and the parameters of its selection.
+
+        With a claimable set, the table name and the conditions the set covers
+        are literals, so the planner proves the set's index predicate from the
+        text, for custom and generic plans alike.
+        """
+        if chosen is None:
+            where_sql, params = self._where.compile(where, match)
+            statement = self._statement(kind, where_sql, ordering, apply, limit)
+            return statement, [table, *params]
+        where_sql, params = self._where.compile(where, match, chosen.inline)
+        table_filter = f"r.table_name = {literal(table)}"
+        return self._statement(kind, where_sql, ordering, apply, limit, table_filter), params
 
     # -- primitives ---------------------------------------------------------
 
@@ -292,10 +333,13 @@ class PostgresBackend:
         ordering: Ordering,
         limit: int,
         mutations: Sequence[Mutation],
+        claim_set: ChosenSet | None = None,
     ) -> list[Row]:
         apply, mutation_params = _mutations_sql(mutations, "t.value")
-        statement, params = self._compile("claim", where, match, ordering, apply, limit)
-        args = (table, *params, *mutation_params, table)
+        statement, params = self._compile_pick(
+            "claim", table, where, match, ordering, limit, claim_set, apply
+        )
+        args = (*params, *mutation_params, table)
         with self._cursor(many_rows=limit > 1) as cur:
             rows = cur.execute(statement, args).fetchall()
         # RETURNING gives no order guarantee: restore claim order, ties by key.
@@ -303,11 +347,41 @@ class PostgresBackend:
         return [(key, value) for key, value, _ in rows]
 
     def explain_claim(
-        self, table: str, where: Sequence[Condition], match: str, ordering: Ordering, limit: int
+        self,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        limit: int,
+        claim_set: ChosenSet | None = None,
+        *,
+        generic: bool = False,
     ) -> str:
-        statement, params = self._compile("explain_claim", where, match, ordering, limit=limit)
-        with self._cursor() as cur:
-            rows = cur.execute(statement, (table, *params)).fetchall()
+        """The selection's plan; ``generic`` asks for the plan a prepared claim settles on.
+
+        A generic plan is planned without the parameters' values, as PostgreSQL
+        does for a statement it has run five times: it shows whether the index
+        is chosen from the statement text alone.
+        """
+        statement, params = self._compile_pick(
+            "pick", table, where, match, ordering, limit, claim_set
+        )
+        with self._cursor(many_rows=True) as cur:
+            if not generic:
+                rows = cur.execute(b"EXPLAIN " + statement, params).fetchall()
+                return "\n".join(row[0] for row in rows)
+            # EXPLAIN EXECUTE takes no bound parameters: its arguments are literals.
+            arguments = f"({', '.join(['%s'] * len(params))})" if params else ""
+            execute = substitute_literals(f"EXPLAIN EXECUTE {_EXPLAINED}{arguments}", params)
+            try:
+                with cur.connection.transaction():
+                    cur.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+                    prepared = substitute_positional(statement.decode())
+                    cur.execute(f"PREPARE {_EXPLAINED} AS {prepared}".encode())
+                    rows = cur.execute(without_placeholders(execute).encode()).fetchall()
+            finally:
+                if cur.execute(_PREPARED, (_EXPLAINED,)).fetchone() is not None:
+                    cur.execute(f"DEALLOCATE PREPARE {_EXPLAINED}")
         return "\n".join(row[0] for row in rows)
 
     def upsert(
@@ -403,10 +477,8 @@ def _integer_increment_sql(current: str) -> str:
     )
 
 
-_INDEX_VALID = (
-    "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-    "WHERE c.relname = %s AND pg_table_is_visible(c.oid)"
-)
+_EXPLAINED = "atomic_store_explain_claim"
+_PREPARED = "SELECT 1 FROM pg_prepared_statements WHERE name = %s"
 
 #: The claim's selection: shared by the claim itself and ``explain_claim``.
 #: The limit (validated, 1..1000) is a literal: with ``LIMIT $n`` PostgreSQL's
@@ -415,7 +487,7 @@ _INDEX_VALID = (
 #: claim is planned once per connection.
 _PICK = (
     "SELECT r.key, r.{order_column} AS claim_order "
-    "FROM {table} AS r WHERE r.table_name = %s AND {where} "
+    "FROM {table} AS r WHERE {table_filter} AND {where} "
     "ORDER BY {order} LIMIT {limit} FOR UPDATE SKIP LOCKED"
 )
 
@@ -443,7 +515,7 @@ _STATEMENTS = {
         "FROM picked WHERE t.table_name = %s AND t.key = picked.key "
         "RETURNING t.key, t.value, picked.claim_order"
     ),
-    "explain_claim": f"EXPLAIN {_PICK}",
+    "pick": _PICK,
     "seed": (
         "INSERT INTO {table} AS t (table_name, key, value) VALUES (%s, %s, %s) "
         "ON CONFLICT (table_name, key) DO UPDATE SET value = t.value "

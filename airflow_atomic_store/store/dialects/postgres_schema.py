@@ -40,6 +40,18 @@ CREATE INDEX IF NOT EXISTS {created_index} ON {table} (table_name, created_at, k
 CREATE INDEX IF NOT EXISTS {record_index} ON {table} (table_name, record_timestamp, key);
 """
 
+#: The catalog of claimable sets (``store/claim_sets.py``): one row per partial index.
+SETS_DDL = """
+CREATE TABLE IF NOT EXISTS {sets} (
+    name text PRIMARY KEY,
+    table_name text NOT NULL,
+    spec jsonb NOT NULL,
+    origin text NOT NULL CHECK (origin IN ('declared', 'automatic')),
+    problem text,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+"""
+
 FUNCTIONS_DDL = r"""
 CREATE OR REPLACE FUNCTION atomic_store_fail_v1(field text, problem text) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
@@ -187,7 +199,8 @@ FUNCTION_NAMES = (
     APPLY_FUNCTION,
 )
 
-#: Which parts of this release's schema are missing: (the rows table, a function),
+#: Which parts of this release's schema are missing: (the rows table, the sets
+#: catalog, a function),
 #: looked up where unqualified names resolve (the search path).
 #:
 #: This reads the catalogs with the statement's own snapshot on purpose, not
@@ -209,11 +222,25 @@ SELECT
         WHERE relname = %(table)s AND relkind IN ('r', 'p')
           AND relnamespace IN (SELECT oid FROM visible)
     ),
+    NOT EXISTS (
+        SELECT FROM pg_catalog.pg_class
+        WHERE relname = %(sets)s AND relkind IN ('r', 'p')
+          AND relnamespace IN (SELECT oid FROM visible)
+    ),
     (
         SELECT count(DISTINCT proname) FROM pg_catalog.pg_proc
         WHERE proname = ANY (%(functions)s) AND pronamespace IN (SELECT oid FROM visible)
     ) < cardinality(%(functions)s::text[])
 """
+
+
+def sets_table(table_name: str) -> str:
+    """The quoted name of the claimable-set catalog that belongs to a rows table."""
+    return sql.Identifier(f"{table_name}_claim_sets").as_string(None)
+
+
+def sets_ddl(table_name: str) -> bytes:
+    return SETS_DDL.format(sets=sets_table(table_name)).encode()
 
 
 def table_ddl(table_name: str) -> bytes:

@@ -11,6 +11,7 @@ the evaluation order of ``AND``, and casting a jsonb string to numeric raises.
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
@@ -19,11 +20,11 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from airflow_atomic_store.spec.paths import Segment
-from airflow_atomic_store.store.compiler import Fragment, OperatorSQL, PathSQL
+from airflow_atomic_store.store.compiler import Fragment, OperatorSQL, PathSQL, inline_parameters
 
 
-def literal(value: str | int) -> str:
-    """A path segment as an SQL literal quoted by psycopg.
+def literal(value: Any) -> str:
+    """A value (a path segment, a set's constant) as an SQL literal quoted by psycopg.
 
     ``%`` is doubled because the statement later goes through psycopg's
     placeholder parser, which does not know about string literals.
@@ -168,6 +169,39 @@ OPERATORS: dict[str, OperatorSQL] = {
 }
 
 
+#: psycopg's placeholder grammar as this package writes statements: ``%%`` or ``%s``.
+_PLACEHOLDER = re.compile(r"%[%s]")
+
+
+def substitute_literals(statement: str, values: list[Any]) -> str:
+    """``%s`` placeholders replaced, in order, by the values quoted by psycopg.
+
+    Each literal gets its ``%`` doubled like every other literal in a statement
+    that still goes through the placeholder parser; ``%%`` is left alone.
+    """
+    remaining = iter(values)
+
+    def replace(match: re.Match[str]) -> str:
+        return "%%" if match.group(0) == "%%" else literal(next(remaining))
+
+    return _PLACEHOLDER.sub(replace, statement)
+
+
+def substitute_positional(statement: str) -> str:
+    """The statement with ``$1``, ``$2``… for its ``%s``, as ``PREPARE`` takes it."""
+    numbers = iter(range(1, 1 << 16))
+
+    def replace(match: re.Match[str]) -> str:
+        return "%" if match.group(0) == "%%" else f"${next(numbers)}"
+
+    return _PLACEHOLDER.sub(replace, statement)
+
+
+def without_placeholders(statement: str) -> str:
+    """Text for a statement run without parameters (DDL): ``%%`` back to ``%``."""
+    return statement.replace("%%", "%")
+
+
 class PostgresWhere:
     operators = OPERATORS
     match_all = " AND "
@@ -175,8 +209,12 @@ class PostgresWhere:
     always_true = "TRUE"
 
     @staticmethod
-    def path_sql(segments: tuple[Segment, ...]) -> PathSQL:
-        return path_sql(segments)
+    def path_sql(segments: tuple[Segment, ...], root: str = "r.value") -> PathSQL:
+        return path_sql(segments, root)
+
+    @staticmethod
+    def literal_condition(path: PathSQL, positive: str, kind: str, value: Any) -> str:
+        return inline_parameters(OPERATORS[positive](path, kind), value, substitute_literals)
 
     @staticmethod
     def negate(condition: str) -> str:

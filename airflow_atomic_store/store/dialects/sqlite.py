@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import sqlite3
 import threading
 import time
@@ -23,14 +24,15 @@ from typing import Any
 
 from airflow_atomic_store import timestamps
 from airflow_atomic_store.exceptions import AtomicStoreError, StoreUnavailableError
-from airflow_atomic_store.spec import Condition, FieldPath, Mutation, Ordering, apply
-from airflow_atomic_store.spec.options import OrderColumn
+from airflow_atomic_store.spec import Condition, Mutation, Ordering, apply
+from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.spec.values import dumps
-from airflow_atomic_store.store.backend import Row, check_storage_table, claim_index_name
+from airflow_atomic_store.store.backend import ClaimSetGone, Row, check_storage_table
+from airflow_atomic_store.store.claim_sets import ChosenSet, Origin, StoredSet, stored_set
 from airflow_atomic_store.store.compiler import WhereCompiler, order_sql
 from airflow_atomic_store.store.dialects.sqlite_where import (
     SqliteWhere,
-    path_sql,
+    literal,
     register_functions,
 )
 
@@ -47,11 +49,21 @@ CREATE TABLE IF NOT EXISTS {table} (
 );
 CREATE INDEX IF NOT EXISTS {table}_created_idx ON {table} (table_name, created_at, key);
 CREATE INDEX IF NOT EXISTS {table}_record_idx ON {table} (table_name, record_timestamp, key);
+CREATE TABLE IF NOT EXISTS {table}_claim_sets (
+    name TEXT PRIMARY KEY,
+    table_name TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    origin TEXT NOT NULL CHECK (origin IN ('declared', 'automatic')),
+    problem TEXT,
+    created_at TEXT NOT NULL
+);
 """
 
+#: ``{source}`` is the table, and with a claimable set ``INDEXED BY`` its index:
+#: SQLite's planner prefers the ``created_at`` index over a partial one even
+#: after ``ANALYZE``, and walks every consumed row in it.
 _SELECT = (
-    "SELECT r.key, r.value FROM {table} AS r WHERE r.table_name = ? AND {where} "
-    "ORDER BY {order} LIMIT ?"
+    "SELECT r.key, r.value FROM {source} WHERE {table_filter} AND {where} ORDER BY {order} LIMIT ?"
 )
 
 _STATEMENTS = {
@@ -74,8 +86,27 @@ _STATEMENTS = {
     ),
     "select": _SELECT,
     "explain_claim": f"EXPLAIN QUERY PLAN {_SELECT}",
+    "load_sets": (
+        "SELECT s.name, s.spec, s.origin, s.problem, "
+        "EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = s.name) "
+        "FROM {table}_claim_sets AS s WHERE ? IS NULL OR s.table_name = ? "
+        "ORDER BY s.table_name, s.name"
+    ),
+    "count_automatic_sets": (
+        "SELECT count(*) FROM {table}_claim_sets "
+        "WHERE table_name = ? AND origin = 'automatic' AND name <> ?"
+    ),
+    "record_set": (
+        "INSERT INTO {table}_claim_sets (name, table_name, spec, origin, created_at) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+        "origin = CASE WHEN excluded.origin = 'declared' THEN 'declared' ELSE origin END, "
+        "problem = CASE WHEN excluded.origin = 'declared' THEN NULL ELSE problem END"
+    ),
+    "forget_set": "DELETE FROM {table}_claim_sets WHERE name = ?",
 }
 
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 _TRANSIENT_MESSAGES = ("locked", "busy", "unable to open", "disk i/o")
 
@@ -136,11 +167,12 @@ class SqliteBackend:
             self._table,
             f"{self._table}_created_idx",
             f"{self._table}_record_idx",
+            f"{self._table}_claim_sets",
         }
         present = {
             name
             for (name,) in connection.execute(
-                "SELECT name FROM sqlite_master WHERE name IN (?, ?, ?)", tuple(sorted(names))
+                "SELECT name FROM sqlite_master WHERE name IN (?, ?, ?, ?)", tuple(sorted(names))
             )
         }
         if present == names:
@@ -206,25 +238,99 @@ class SqliteBackend:
                 self._connection.close()
                 self._connection = None
 
-    def ensure_claim_index(self, fields: Sequence[FieldPath], column: OrderColumn) -> str:
-        """An index on ``(table_name, <fields>, column, key)`` for claim filters."""
-        name = claim_index_name(self._table, fields, column)
-        expressions = ", ".join(path_sql(f.segments, root="value").json for f in fields)
-        with self._transaction() as connection:
-            connection.execute(
-                f"CREATE INDEX IF NOT EXISTS {name} "
-                f"ON {self._table} (table_name, {expressions}, {column}, key)"
-            )
-        return name
+    # -- claimable sets -----------------------------------------------------
 
-    def _build_statement(self, kind: str, where_sql: str = "", order_sql: str = "") -> str:
-        return _STATEMENTS[kind].format(table=self._table, where=where_sql, order=order_sql)
+    def load_claim_sets(self, table: str | None) -> list[StoredSet]:
+        with self._transaction(write=False) as connection:
+            rows = connection.execute(self._statement("load_sets"), (table, table)).fetchall()
+        return [
+            stored_set(name, json.loads(spec), origin, problem, bool(present))
+            for name, spec, origin, problem, present in rows
+        ]
+
+    def build_claim_set(
+        self,
+        claim_set: ClaimSet,
+        origin: Origin,
+        *,
+        timeout: float | None,
+        automatic_limit: int,
+    ) -> StoredSet | None:
+        """Record the set and build its partial index in one write transaction.
+
+        SQLite has one writer at a time, so the build holds up other writers for
+        as long as it takes (about a second per million rows); ``timeout`` is
+        not applied.
+        """
+        name = claim_set.index_name(self._table)
+        where = self._where.literal_predicate(claim_set.conditions, claim_set.match, "value")
+        with self._transaction() as connection:
+            if origin == "automatic":
+                count = connection.execute(
+                    self._statement("count_automatic_sets"), (claim_set.table, name)
+                ).fetchone()[0]
+                if count >= automatic_limit:
+                    return None
+            connection.execute(
+                self._statement("record_set"),
+                (name, claim_set.table, dumps(claim_set.to_json()), origin, timestamps.now()),
+            )
+            connection.execute(
+                f"CREATE INDEX IF NOT EXISTS {name} ON {self._table} "
+                f"({claim_set.column}, key) "
+                f"WHERE table_name = {literal(claim_set.table)} AND {where}"
+            )
+        return next(s for s in self.load_claim_sets(claim_set.table) if s.name == name)
+
+    def drop_claim_set(self, name: str) -> bool:
+        with self._transaction() as connection:
+            known = connection.execute(self._statement("forget_set"), (name,)).rowcount > 0
+            if name.startswith(f"{self._table}_set_") and _IDENTIFIER.fullmatch(name):
+                present = connection.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", (name,)
+                ).fetchone()
+                connection.execute(f"DROP INDEX IF EXISTS {name}")
+                return known or present is not None
+        return known
+
+    def _build_statement(
+        self,
+        kind: str,
+        where_sql: str = "",
+        order_sql: str = "",
+        source: str = "",
+        table_filter: str = "r.table_name = ?",
+    ) -> str:
+        return _STATEMENTS[kind].format(
+            table=self._table,
+            where=where_sql,
+            order=order_sql,
+            source=source or f"{self._table} AS r",
+            table_filter=table_filter,
+        )
 
     def _compile_select(
-        self, kind: str, where: Sequence[Condition], match: str, ordering: Ordering
+        self,
+        kind: str,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        claim_set: ChosenSet | None,
     ) -> tuple[str, list[Any]]:
-        where_sql, params = self._where.compile(where, match)
-        return self._statement(kind, where_sql, order_sql(ordering)), params
+        """The selection and its parameters but the limit; with a set, through its index."""
+        if claim_set is None:
+            where_sql, params = self._where.compile(where, match)
+            return self._statement(kind, where_sql, order_sql(ordering)), [table, *params]
+        where_sql, params = self._where.compile(where, match, claim_set.inline)
+        statement = self._statement(
+            kind,
+            where_sql,
+            order_sql(ordering),
+            f"{self._table} AS r INDEXED BY {claim_set.name}",
+            f"r.table_name = {literal(table)}",
+        )
+        return statement, params
 
     def _select(
         self,
@@ -234,17 +340,39 @@ class SqliteBackend:
         match: str,
         ordering: Ordering,
         limit: int,
+        claim_set: ChosenSet | None = None,
     ) -> list[Row]:
-        statement, params = self._compile_select("select", where, match, ordering)
-        rows = connection.execute(statement, (table, *params, limit)).fetchall()
+        statement, params = self._compile_select("select", table, where, match, ordering, claim_set)
+        try:
+            rows = connection.execute(statement, (*params, limit)).fetchall()
+        except sqlite3.OperationalError as exc:
+            if claim_set is not None and "no such index" in str(exc):
+                raise ClaimSetGone(claim_set.name) from exc
+            raise
         return [(key, json.loads(value)) for key, value in rows]
 
     def explain_claim(
-        self, table: str, where: Sequence[Condition], match: str, ordering: Ordering, limit: int
+        self,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        limit: int,
+        claim_set: ChosenSet | None = None,
+        *,
+        generic: bool = False,
     ) -> str:
-        statement, params = self._compile_select("explain_claim", where, match, ordering)
+        """SQLite plans a statement without its parameters' values: every plan is generic."""
+        statement, params = self._compile_select(
+            "explain_claim", table, where, match, ordering, claim_set
+        )
         with self._transaction(write=False) as connection:
-            rows = connection.execute(statement, (table, *params, limit)).fetchall()
+            try:
+                rows = connection.execute(statement, (*params, limit)).fetchall()
+            except sqlite3.OperationalError as exc:
+                if claim_set is not None and "no such index" in str(exc):
+                    raise ClaimSetGone(claim_set.name) from exc
+                raise
         return "\n".join(str(row[-1]) for row in rows)
 
     # -- primitives ---------------------------------------------------------
@@ -298,9 +426,10 @@ class SqliteBackend:
         ordering: Ordering,
         limit: int,
         mutations: Sequence[Mutation],
+        claim_set: ChosenSet | None = None,
     ) -> list[Row]:
         with self._transaction() as connection:
-            picked = self._select(connection, table, where, match, ordering, limit)
+            picked = self._select(connection, table, where, match, ordering, limit, claim_set)
             claimed = [(key, apply(mutations, value)) for key, value in picked]
             now = timestamps.now()
             connection.executemany(

@@ -15,8 +15,8 @@ from functools import lru_cache
 from typing import Any
 
 from airflow_atomic_store.spec.paths import Segment
-from airflow_atomic_store.spec.values import dumps, json_equal
-from airflow_atomic_store.store.compiler import Fragment, OperatorSQL, PathSQL
+from airflow_atomic_store.spec.values import dumps, json_equal, json_type
+from airflow_atomic_store.store.compiler import Fragment, OperatorSQL, PathSQL, inline_parameters
 
 NUMERIC_TYPES = "('integer', 'real')"
 CONTAINER_TYPES = "('object', 'array')"
@@ -25,10 +25,29 @@ _quoter = sqlite3.connect(":memory:", check_same_thread=False)
 
 
 @lru_cache(maxsize=4096)
-def literal(text: str) -> str:
-    """A string as an SQL literal, quoted by SQLite's own ``quote()``."""
-    quoted: str = _quoter.execute("SELECT quote(?)", (text,)).fetchone()[0]
+def literal(value: str | int | None) -> str:
+    """A string, integer or NULL as an SQL literal, quoted by SQLite's own ``quote()``."""
+    quoted: str = _quoter.execute("SELECT quote(?)", (value,)).fetchone()[0]
     return quoted
+
+
+def substitute_literals(statement: str, values: list[Any]) -> str:
+    """``?`` placeholders outside string literals replaced, in order, by quoted values.
+
+    Quoted path literals may hold a ``?`` of their own, so the scan skips
+    ``'…'`` literals (``''`` is an escaped quote inside one).
+    """
+    remaining = iter(values)
+    out: list[str] = []
+    quoted = False
+    for char in statement:
+        if char == "'":
+            quoted = not quoted
+        if char == "?" and not quoted:
+            out.append(literal(next(remaining)))
+        else:
+            out.append(char)
+    return "".join(out)
 
 
 def json_path(segments: tuple[Segment, ...]) -> str:
@@ -180,8 +199,23 @@ class SqliteWhere:
     always_true = "1"
 
     @staticmethod
-    def path_sql(segments: tuple[Segment, ...]) -> PathSQL:
-        return path_sql(segments)
+    def path_sql(segments: tuple[Segment, ...], root: str = "r.value") -> PathSQL:
+        return path_sql(segments, root)
+
+    @staticmethod
+    def literal_condition(path: PathSQL, positive: str, kind: str, value: Any) -> str:
+        """Literal SQL for a claimable set's condition (``spec/claim_sets.py``).
+
+        ``in`` is bound as one JSON list walked by ``json_each``, a subquery that a
+        partial index predicate cannot hold; as literals it is one equality per item.
+        """
+        if positive == "in":
+            items = [
+                inline_parameters(_equals(path, json_type(item)), item, substitute_literals)
+                for item in value
+            ]
+            return "(" + " OR ".join(items) + ")"
+        return inline_parameters(OPERATORS[positive](path, kind), value, substitute_literals)
 
     @staticmethod
     def negate(condition: str) -> str:

@@ -1,0 +1,195 @@
+"""Which claimable set serves a claim, and when the store declares one by itself.
+
+One policy for both backends; the backends only store, build, list and drop.
+A claim never depends on a set for correctness: with or without one it runs
+the same filter. A set only lets the database walk the claimable rows instead
+of the table's whole history.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from airflow_atomic_store.spec import Condition
+from airflow_atomic_store.spec.claim_sets import (
+    ClaimSet,
+    automatic_claim_set,
+    covered_conditions,
+    parse_claim_set,
+)
+from airflow_atomic_store.spec.options import OrderColumn
+
+log = logging.getLogger("airflow_atomic_store.store")
+
+Origin = Literal["declared", "automatic"]
+State = Literal["ready", "building", "failed"]
+
+#: Most sets the store declares by itself on one logical table; declared ones are not counted.
+AUTOMATIC_SETS_PER_TABLE = 4
+#: Longest a claim waits for a set the store builds for it (PostgreSQL); a build
+#: that takes longer is abandoned and recorded as failed, and claims go on unindexed.
+AUTOMATIC_BUILD_SECONDS = 30.0
+#: How long a process trusts its list of a table's sets when none serves a claim.
+REFRESH_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class StoredSet:
+    """A set as the store's catalog holds it."""
+
+    name: str
+    claim_set: ClaimSet
+    origin: Origin
+    state: State
+    problem: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            **self.claim_set.to_json(),
+            "origin": self.origin,
+            "state": self.state,
+            "problem": self.problem,
+        }
+
+
+def stored_set(
+    name: str, spec: dict[str, Any], origin: Origin, problem: str | None, index_ready: bool
+) -> StoredSet:
+    """A catalog row as a :class:`StoredSet`; its spec is validated again on the way in."""
+    claim_set = parse_claim_set(spec["table"], spec["where"], spec["match"], spec["order_by"])
+    state: State = "failed" if problem else ("ready" if index_ready else "building")
+    return StoredSet(name, claim_set, origin, state, problem)
+
+
+@dataclass(frozen=True)
+class ChosenSet:
+    """The set a claim runs against: its index and which conditions become literals."""
+
+    name: str
+    inline: frozenset[int]
+
+
+class SetStorage(Protocol):
+    """What a backend does for claimable sets."""
+
+    def load_claim_sets(self, table: str | None) -> list[StoredSet]: ...
+
+    def build_claim_set(
+        self,
+        claim_set: ClaimSet,
+        origin: Origin,
+        *,
+        timeout: float | None,
+        automatic_limit: int,
+    ) -> StoredSet | None:
+        """Record and build the set's index; None when it was not built now.
+
+        ``timeout`` None (a declared set) waits for other builds and for the
+        build itself however long they take, and raises on failure. With a
+        timeout (an automatic set) the backend does not wait for another
+        process's build, does nothing when the table already has
+        ``automatic_limit`` automatic sets, and records a build that fails.
+        """
+        ...
+
+    def drop_claim_set(self, name: str) -> bool: ...
+
+
+class ClaimSetCatalog:
+    """One process's view of a store's claimable sets, with the automatic policy."""
+
+    def __init__(self, storage: SetStorage, *, automatic: bool) -> None:
+        self._storage = storage
+        self._automatic = automatic
+        self._sets: dict[str, list[StoredSet]] = {}
+        self._checked: dict[str, float] = {}
+        self._attempted: dict[str, float] = {}
+
+    def declare(self, claim_set: ClaimSet) -> StoredSet:
+        built = self._storage.build_claim_set(
+            claim_set, "declared", timeout=None, automatic_limit=AUTOMATIC_SETS_PER_TABLE
+        )
+        assert built is not None, "a declared set is built or its build raises"
+        self.forget(claim_set.table)
+        return built
+
+    def listing(self, table: str | None) -> list[StoredSet]:
+        return self._storage.load_claim_sets(table)
+
+    def drop(self, name: str) -> bool:
+        dropped = self._storage.drop_claim_set(name)
+        self._sets.clear()
+        self._checked.clear()
+        return dropped
+
+    def forget(self, table: str) -> None:
+        self._sets.pop(table, None)
+        self._checked.pop(table, None)
+
+    def for_claim(
+        self,
+        table: str,
+        conditions: Sequence[Condition],
+        match: str,
+        column: OrderColumn,
+        *,
+        written: Collection[str] = (),
+        may_declare: bool,
+    ) -> ChosenSet | None:
+        """The best ready set for this claim, declaring one first when that is allowed."""
+        chosen = self._best(table, conditions, match, column)
+        if chosen is not None or not conditions:
+            return chosen
+        now = time.monotonic()
+        if now - self._checked.get(table, float("-inf")) >= REFRESH_SECONDS:
+            self._checked[table] = now
+            self._sets[table] = self._storage.load_claim_sets(table)
+            chosen = self._best(table, conditions, match, column)
+        if chosen is not None or not (self._automatic and may_declare):
+            return chosen
+        candidate = automatic_claim_set(table, conditions, match, column, written)
+        if candidate is None:
+            return None
+        if now - self._attempted.get(candidate.identity, float("-inf")) < REFRESH_SECONDS:
+            return None
+        self._attempted[candidate.identity] = now
+        if any(s.claim_set.identity == candidate.identity for s in self._sets[table]):
+            return None  # being built by another process, or given up on
+        built = self._storage.build_claim_set(
+            candidate,
+            "automatic",
+            timeout=AUTOMATIC_BUILD_SECONDS,
+            automatic_limit=AUTOMATIC_SETS_PER_TABLE,
+        )
+        if built is not None:
+            log.info(
+                "atomic store: declared claimable set %s on table %r (%s) so claims with "
+                "this filter skip the rows already consumed; list with claim_sets(), turn "
+                "off with auto_claim_sets=False",
+                built.name,
+                table,
+                built.claim_set.to_json()["where"],
+            )
+        self._checked[table] = now
+        self._sets[table] = self._storage.load_claim_sets(table)
+        return self._best(table, conditions, match, column)
+
+    def _best(
+        self, table: str, conditions: Sequence[Condition], match: str, column: OrderColumn
+    ) -> ChosenSet | None:
+        best: tuple[tuple[int, bool], ChosenSet] | None = None
+        for stored in self._sets.get(table, ()):
+            if stored.state != "ready":
+                continue
+            inline = covered_conditions(stored.claim_set, table, conditions, match)
+            if inline is None:
+                continue
+            rank = (len(inline), stored.claim_set.column == column)
+            if best is None or rank > best[0]:
+                best = (rank, ChosenSet(stored.name, inline))
+        return None if best is None else best[1]

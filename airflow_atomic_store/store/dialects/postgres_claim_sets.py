@@ -1,0 +1,172 @@
+"""PostgreSQL claimable sets: a catalog table and one partial index per set.
+
+Each set's index holds only the rows its predicate matches, on
+``(order column, key)``: a claim walks the claimable rows in claim order and
+never the consumed ones. Indexes are built ``CONCURRENTLY`` (writers are never
+blocked) one at a time across processes, on a session advisory lock polled
+with ``pg_try_`` (a blocking wait would hold a snapshot the build waits for).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from airflow_atomic_store.spec.claim_sets import ClaimSet
+from airflow_atomic_store.store.claim_sets import Origin, StoredSet, stored_set
+from airflow_atomic_store.store.dialects import postgres_schema as schema
+from airflow_atomic_store.store.dialects.postgres_where import without_placeholders
+
+#: Serialises index builds across processes (next to the schema lock's id).
+BUILD_LOCK_ID = schema.SCHEMA_LOCK_ID + 1
+#: A build given up on: cancelled by its time limit, or its waits hit ``lock_timeout``.
+_GIVEN_UP = (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable)
+
+INDEX_VALID = (
+    "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+    "WHERE c.relname = %s AND pg_table_is_visible(c.oid)"
+)
+
+_LOAD = (
+    "SELECT s.name, s.spec, s.origin, s.problem, i.indisvalid "
+    "FROM {sets} AS s LEFT JOIN pg_class AS c "
+    "ON c.relname = s.name AND c.relkind = 'i' AND pg_table_is_visible(c.oid) "
+    "LEFT JOIN pg_index AS i ON i.indexrelid = c.oid "
+    "WHERE %s::text IS NULL OR s.table_name = %s ORDER BY s.table_name, s.name"
+)
+
+
+def load(cursor: psycopg.Cursor[Any], sets_table: str, table: str | None) -> list[StoredSet]:
+    rows = cursor.execute(_LOAD.format(sets=sets_table).encode(), (table, table)).fetchall()
+    return [
+        stored_set(name, spec, origin, problem, bool(valid))
+        for name, spec, origin, problem, valid in rows
+    ]
+
+
+def build(
+    cursor: psycopg.Cursor[Any],
+    *,
+    storage_table: str,
+    predicate: str,
+    claim_set: ClaimSet,
+    origin: Origin,
+    timeout: float | None,
+    automatic_limit: int,
+    restore_timeout: str,
+) -> StoredSet | None:
+    """Record the set and build its index; see ``SetStorage.build_claim_set``."""
+    name = claim_set.index_name(storage_table)
+    sets_table = schema.sets_table(storage_table)
+    while not cursor.execute("SELECT pg_try_advisory_lock(%s)", (BUILD_LOCK_ID,)).fetchone()[0]:  # type: ignore[index]
+        if timeout is not None:
+            return None  # another process is building: claim without waiting for it
+        time.sleep(0.05)
+    try:
+        if origin == "automatic" and not _may_add_automatic(
+            cursor, sets_table, claim_set, name, automatic_limit
+        ):
+            return None
+        _record(cursor, sets_table, name, claim_set, origin)
+        valid = cursor.execute(INDEX_VALID, (name,)).fetchone()
+        if valid is not None and valid[0]:
+            return _load_one(cursor, sets_table, name)
+        index = sql.Identifier(name).as_string(None)
+        if valid is not None:  # an interrupted build left an invalid index
+            cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}".encode())
+        create = (
+            f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON "
+            f"{sql.Identifier(storage_table).as_string(None)} ({claim_set.column}, key) "
+            f"WHERE {without_placeholders(predicate)}"
+        )
+        if timeout is None:
+            cursor.execute(create.encode())
+            return _load_one(cursor, sets_table, name)
+        _set_statement_timeout(cursor, f"{int(timeout * 1000)}ms")
+        try:
+            cursor.execute(create.encode())
+        except _GIVEN_UP as exc:
+            _set_statement_timeout(cursor, restore_timeout)
+            cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}".encode())
+            problem = (
+                f"the automatic build stopped after {timeout:g} s ({exc.sqlstate}); "
+                "declare the set with ensure_claim_index(), which waits for the build"
+            )
+            cursor.execute(
+                f"UPDATE {sets_table} SET problem = %s WHERE name = %s".encode(), (problem, name)
+            )
+            return None
+        finally:
+            _set_statement_timeout(cursor, restore_timeout)
+        return _load_one(cursor, sets_table, name)
+    finally:
+        cursor.execute("SELECT pg_advisory_unlock(%s)", (BUILD_LOCK_ID,))
+
+
+def drop(cursor: psycopg.Cursor[Any], storage_table: str, name: str) -> bool:
+    sets_table = schema.sets_table(storage_table)
+    known = cursor.execute(
+        f"DELETE FROM {sets_table} WHERE name = %s RETURNING 1".encode(), (name,)
+    ).fetchone()
+    exists = cursor.execute(INDEX_VALID, (name,)).fetchone()
+    if known is None and exists is None:
+        return False
+    if not name.startswith(f"{storage_table}_set_"):
+        return known is not None  # never drop an index that is not a set's
+    cursor.execute(
+        f"DROP INDEX CONCURRENTLY IF EXISTS {sql.Identifier(name).as_string(None)}".encode()
+    )
+    return True
+
+
+def _may_add_automatic(
+    cursor: psycopg.Cursor[Any], sets_table: str, claim_set: ClaimSet, name: str, limit: int
+) -> bool:
+    """Not already given up on, and the table has room for another automatic set."""
+    row = cursor.execute(
+        f"SELECT count(*) FILTER (WHERE origin = 'automatic' AND name <> %s), "
+        f"bool_or(name = %s AND problem IS NOT NULL) FROM {sets_table} "
+        f"WHERE table_name = %s".encode(),
+        (name, name, claim_set.table),
+    ).fetchone()
+    assert row is not None
+    count, failed = row
+    return not failed and count < limit
+
+
+def _record(
+    cursor: psycopg.Cursor[Any], sets_table: str, name: str, claim_set: ClaimSet, origin: Origin
+) -> None:
+    """Insert the set; declaring a known set makes it declared and clears a past failure."""
+    from psycopg.types.json import Jsonb
+
+    cursor.execute(
+        f"INSERT INTO {sets_table} (name, table_name, spec, origin) VALUES (%s, %s, %s, %s) "
+        "ON CONFLICT (name) DO UPDATE SET "
+        "origin = CASE WHEN EXCLUDED.origin = 'declared' THEN 'declared' "
+        f"ELSE {sets_table}.origin END, "
+        f"problem = CASE WHEN EXCLUDED.origin = 'declared' THEN NULL "
+        f"ELSE {sets_table}.problem END".encode(),
+        (name, claim_set.table, Jsonb(claim_set.to_json()), origin),
+    )
+
+
+def _load_one(cursor: psycopg.Cursor[Any], sets_table: str, name: str) -> StoredSet:
+    row = cursor.execute(
+        f"SELECT s.name, s.spec, s.origin, s.problem, "
+        f"({INDEX_VALID.replace('%s', 's.name')}) FROM {sets_table} AS s "
+        "WHERE s.name = %s".encode(),
+        (name,),
+    ).fetchone()
+    assert row is not None
+    name, spec, origin, problem, valid = row
+    return stored_set(name, spec, origin, problem, bool(valid))
+
+
+def _set_statement_timeout(cursor: psycopg.Cursor[Any], value: str) -> None:
+    cursor.execute(
+        sql.SQL("SELECT set_config('statement_timeout', {}, false)").format(sql.Literal(value))
+    )

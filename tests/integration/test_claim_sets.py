@@ -1,0 +1,259 @@
+"""Claimable sets: claims on a queue with a long history walk only the claimable rows.
+
+A set is a partial index holding the rows of one logical table that match its
+``where``; the claim writes the covered conditions as literals so the planner
+can prove the index predicate (``spec/claim_sets.py``). Declared sets come from
+``ensure_claim_index``; the store declares one by itself for a queue's filter.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from airflow_atomic_store import AtomicStore, SpecError
+from airflow_atomic_store.spec import evaluate, parse_where
+from tests.support import workers
+from tests.support.physical import PHYSICAL_TABLE
+from tests.support.processes import run_in_processes
+
+PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
+STALE = [
+    {"field": "status", "operator": "equals", "value": "in_flight"},
+    {"field": "claimedAt", "operator": "lt", "value": "2100-01-01T00:00:00.000000Z"},
+]
+
+
+def _aged_queue(
+    store: AtomicStore, table: str = "queue", done: int = 1500, pending: int = 30
+) -> None:
+    """``done`` consumed rows beneath ``pending`` claimable ones, as a queue keeps its history."""
+    for number in range(done + pending):
+        status = "done" if number < done else "pending"
+        store.put(table, f"{number:05}", {"status": status, "n": number})
+
+
+def _analyze(store: AtomicStore, url: str) -> None:
+    """PostgreSQL statistics as autovacuum would leave them (SQLite's claim names its index)."""
+    if url.startswith("postgresql"):
+        with store._backend._cursor() as cursor:  # type: ignore[attr-defined]
+            cursor.execute(f"ANALYZE {PHYSICAL_TABLE}")
+
+
+def _manual(url: str) -> AtomicStore:
+    return AtomicStore(url, auto_claim_sets=False)
+
+
+@pytest.mark.parametrize("limit", [1, 10, 100, 1000])
+def test_a_claim_covered_by_a_declared_set_uses_its_index_in_every_plan(store_url, limit):
+    with _manual(store_url) as store:
+        _aged_queue(store)
+        name = store.ensure_claim_index(table="queue", where=PENDING)
+        _analyze(store, store_url)
+        assert name in store.explain_claim("queue", where=PENDING, limit=limit)
+        assert name in store.explain_claim("queue", where=PENDING, limit=limit, generic=True)
+        # Extra conditions stay bound and filter inside the set.
+        narrower = [*PENDING, {"field": "n", "operator": "gte", "value": 1510}]
+        assert name in store.explain_claim("queue", where=narrower, limit=limit, generic=True)
+        claimed = store.atomic_claim("queue", where=narrower, limit=limit)["claimed"]
+        assert [row["key"] for row in claimed] == [f"{n:05}" for n in range(1510, 1530)][:limit]
+
+
+@pytest.mark.parametrize(
+    "where, match",
+    [
+        ([{"field": "status", "operator": "equals", "value": "done"}], "all"),  # another value
+        ([*PENDING, {"field": "n", "operator": "lt", "value": 45}], "all"),  # covered, narrower
+        ([{"field": "status", "operator": "in", "value": ["pending", "done"]}], "all"),
+        ([PENDING[0], {"field": "n", "operator": "equals", "value": 1}], "any"),
+        ([{"field": "status", "operator": "not_equals", "value": "pending"}], "all"),
+    ],
+)
+def test_claims_agree_with_the_oracle_whether_or_not_a_set_covers_them(store_url, where, match):
+    with _manual(store_url) as store:
+        _aged_queue(store, done=40, pending=10)
+        store.ensure_claim_index(table="queue", where=PENDING)
+        rows = {row["key"]: row["value"] for row in store.query("queue", limit=100)}
+        expected = sorted(k for k, v in rows.items() if evaluate(parse_where(where), match, v))
+        claimed = store.atomic_claim("queue", where=where, match=match, limit=100)
+        assert [row["key"] for row in claimed["claimed"]] == expected
+
+
+def test_sets_are_per_table_and_a_set_never_serves_another_table(store_url):
+    with _manual(store_url) as store:
+        _aged_queue(store, "a", done=20, pending=5)
+        _aged_queue(store, "b", done=20, pending=5)
+        name = store.ensure_claim_index(table="a", where=PENDING)
+        assert name not in store.explain_claim("b", where=PENDING)
+        assert store.atomic_claim("b", where=PENDING, limit=100)["count"] == 5
+        claimed = store.atomic_claim("a", where=PENDING, limit=100)["claimed"]
+        assert [row["key"] for row in claimed] == [f"{n:05}" for n in range(20, 25)]
+
+
+def test_declaring_is_idempotent_and_sets_can_be_listed_and_dropped(store_url):
+    with _manual(store_url) as store:
+        first = store.ensure_claim_index(table="queue", where=PENDING)
+        assert store.ensure_claim_index(table="queue", where=PENDING[0]) == first
+        by_record = store.ensure_claim_index(
+            table="queue",
+            where=[{"field": "status", "operator": "in", "value": ["pending", "retry"]}],
+            order_by="recordTimestamp",
+        )
+        assert by_record != first
+        listed = store.claim_sets()
+        assert [(s["name"], s["origin"], s["state"]) for s in listed] == sorted(
+            [(first, "declared", "ready"), (by_record, "declared", "ready")]
+        )
+        assert store.claim_sets("other") == []
+        assert store.drop_claim_set(first) is True
+        assert store.drop_claim_set(first) is False
+        assert [s["name"] for s in store.claim_sets("queue")] == [by_record]
+        # The index is gone; the claim that used it still works, without it.
+        _aged_queue(store, done=3, pending=2)
+        assert store.atomic_claim("queue", where=PENDING, limit=10)["count"] == 2
+
+
+def test_a_set_dropped_by_another_process_does_not_break_claims(store_url):
+    with _manual(store_url) as store, _manual(store_url) as other:
+        _aged_queue(store, done=10, pending=4)
+        name = store.ensure_claim_index(table="queue", where=PENDING)
+        assert store.atomic_claim("queue", where=PENDING, limit=1)["count"] == 1  # uses it
+        assert other.drop_claim_set(name) is True
+        assert store.atomic_claim("queue", where=PENDING, limit=10)["count"] == 3
+        assert name not in store.explain_claim("queue", where=PENDING)
+
+
+def test_the_store_declares_a_set_for_a_queue_filter_the_first_time_it_claims(store):
+    _aged_queue(store)
+    assert store.claim_sets() == []
+    assert store.atomic_claim("queue", where=PENDING, limit=1)["count"] == 1
+    (declared,) = store.claim_sets("queue")
+    assert declared["origin"] == "automatic" and declared["state"] == "ready"
+    assert declared["where"] == PENDING
+    assert declared["name"] in store.explain_claim("queue", where=PENDING, generic=True)
+    # The stale-claim pass: its status condition forms a set, claimedAt stays bound.
+    store.atomic_claim("queue", where=STALE, limit=1)
+    recovery = [s for s in store.claim_sets("queue") if s["where"] == STALE[:1]]
+    assert recovery and recovery[0]["name"] in store.explain_claim("queue", where=STALE)
+
+
+@pytest.mark.parametrize(
+    "where, match, mutations",
+    [
+        ([{"field": "status", "operator": "not_equals", "value": "done"}], "all", None),
+        ([{"field": "n", "operator": "gt", "value": 3}], "all", None),
+        ([{"field": "status", "operator": "starts_with", "value": "pend"}], "all", None),
+        ([{"field": "status", "operator": "equals", "value": {"an": "object"}}], "all", None),
+        ([{"field": "status", "operator": "equals", "value": 1.5}], "all", None),
+        ([{"field": "status", "operator": "equals", "value": "x" * 300}], "all", None),
+        ([PENDING[0], {"field": "n", "operator": "gt", "value": 3}], "any", None),
+        # A filter on a field the claim never writes (a batch id) is not a queue's state.
+        ([{"field": "batch", "operator": "equals", "value": "b-1"}], "all", None),
+        (PENDING, "all", [{"field": "owner", "operation": "set", "value": "me"}]),
+    ],
+)
+def test_an_unsafe_filter_is_never_declared_automatically(store, where, match, mutations):
+    _aged_queue(store, done=10, pending=3)
+    store.atomic_claim("queue", where=where, match=match, mutations=mutations, limit=2)
+    assert store.claim_sets() == []
+
+
+def test_automatic_sets_can_be_turned_off_and_are_capped_per_table(store_url):
+    with _manual(store_url) as store:
+        _aged_queue(store, done=10, pending=3)
+        store.atomic_claim("queue", where=PENDING, limit=1)
+        assert store.claim_sets() == []
+    with AtomicStore(store_url) as store:
+        for state in ("s1", "s2", "s3", "s4", "s5", "s6"):
+            store.atomic_claim(
+                "queue", where=[{"field": "status", "operator": "equals", "value": state}]
+            )
+        automatic = [s for s in store.claim_sets("queue") if s["origin"] == "automatic"]
+        assert len(automatic) == 4
+        # Declared sets do not count against the cap.
+        store.ensure_claim_index(table="queue", where=[{"field": "kind", "operator": "exists"}])
+        assert len(store.claim_sets("queue")) == 5
+
+
+def test_set_definitions_are_validated_before_any_io(unreachable_url):
+    with AtomicStore(unreachable_url) as store:
+        for where, field in [
+            ([], "where"),
+            ([{"field": "a..b", "operator": "equals", "value": 1}], "where[0].field"),
+            ([{"field": "n", "operator": "gt", "value": 1}], "where[0]"),
+            ([PENDING[0], {"field": "s", "operator": "contains", "value": "x"}], "where[1]"),
+            ([{"field": "s", "operator": "in", "value": [[1]]}], "where[0]"),
+        ]:
+            with pytest.raises(SpecError) as info:
+                store.ensure_claim_index(table="queue", where=where)
+            assert info.value.field == field, where
+        with pytest.raises(SpecError) as info:
+            store.ensure_claim_index(table="queue", where=PENDING, order_by="status")
+        assert info.value.field == "order_by"
+
+
+def _declare(barrier: Any, url: str) -> str:
+    with _manual(url) as store:
+        store.get("queue", "warm-up")
+        barrier.wait()
+        return store.ensure_claim_index(table="queue", where=PENDING)
+
+
+def test_many_processes_declaring_one_set_agree_on_it(store_url):
+    names = run_in_processes(_declare, [(store_url,)] * 4)
+    assert len(set(names)) == 1
+
+
+def _drain_or_declare(barrier: Any, url: str, role: str) -> Any:
+    if role == "declare":
+        return _declare(barrier, url)
+    return workers.drain_queue(barrier, url, "queue", 7)
+
+
+def test_claims_stay_exactly_once_while_a_set_is_built_concurrently(store, store_url):
+    with _manual(store_url) as manual:
+        for number in range(3000):
+            manual.put("queue", f"{number:05}", {"status": "pending" if number % 3 else "done"})
+    roles = ["declare", "drain", "drain", "drain", "drain"]
+    results = run_in_processes(
+        _drain_or_declare, [(store_url, role) for role in roles], timeout=300
+    )
+    claims = Counter(key for result in results[1:] for key in result)
+    assert max(claims.values()) == 1
+    assert len(claims) == 2000
+    assert results[0] in {s["name"] for s in store.claim_sets("queue")}
+    assert store.query("queue", where=PENDING, limit=1) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_repeated_postgres_claim_settles_on_a_generic_plan_that_walks_the_set(store, store_url):
+    """The limit and the covered conditions are literals, so the plan cache keeps one plan."""
+    _aged_queue(store, done=400, pending=200)
+    name = store.ensure_claim_index(table="queue", where=PENDING)
+    _analyze(store, store_url)
+    for _ in range(15):
+        assert store.atomic_claim("queue", where=PENDING, limit=1)["count"] == 1
+    with store._backend._cursor() as cursor:  # the store's own session
+        plans = cursor.execute(
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements "
+            "WHERE statement LIKE '%%FOR UPDATE SKIP LOCKED%%'"
+        ).fetchall()
+        assert len(plans) == 1
+        statement, generic, custom = plans[0]
+        assert generic >= 5 and custom <= 5, plans
+        cursor.execute("SET plan_cache_mode = force_generic_plan")
+        try:
+            cursor.execute(f"PREPARE generic_claim AS {statement}")
+            explain = sql.SQL("EXPLAIN EXECUTE generic_claim({}, {})").format(
+                sql.Literal(Jsonb({"status": "x"})), sql.Literal("queue")
+            )
+            plan = "\n".join(row[0] for row in cursor.execute(explain).fetchall())
+            assert name in plan
+        finally:
+            cursor.execute("DEALLOCATE generic_claim")
+            cursor.execute("RESET plan_cache_mode")
