@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 from collections.abc import Callable, Sequence
 from functools import cached_property
@@ -223,22 +225,54 @@ class AtomicStoreHook(BaseHook):
             raise ConnectionConfigError(_missing_message(self.conn_id)) from exc
 
 
+#: Connection extras that configure the store itself (never passed to the database driver).
+STORE_EXTRAS = ("auto_claim_sets",)
+
+
 def _open_store(conn_id: str, conn: Connection) -> AtomicStore:
     conn_type = (conn.conn_type or "").lower()
+    options = _store_options(conn_id, conn)
     if conn_type in ("postgres", "postgresql"):
-        return AtomicStore.from_connection_factory("postgresql", _postgres_connector(conn_id))
+        connector = _postgres_connector(conn_id, _without_store_extras(conn))
+        return AtomicStore.from_connection_factory("postgresql", connector, **options)
     if conn_type == "sqlite":
-        return AtomicStore(f"sqlite:///{_sqlite_path(conn_id, conn)}")
+        return AtomicStore(f"sqlite:///{_sqlite_path(conn_id, conn)}", **options)
     raise ConnectionConfigError(
         f"connection {conn_id!r} has type {conn.conn_type!r}; the atomic store supports "
         f"connection types: {', '.join(SUPPORTED_CONN_TYPES)}"
     )
 
 
-def _postgres_connector(conn_id: str) -> Callable[[], Any]:
+def _store_options(conn_id: str, conn: Connection) -> dict[str, Any]:
+    extras = conn.extra_dejson
+    options: dict[str, Any] = {}
+    if "auto_claim_sets" in extras:
+        value = extras["auto_claim_sets"]
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            value = value.lower() == "true"
+        if not isinstance(value, bool):
+            raise ConnectionConfigError(
+                f"connection {conn_id!r}: the extra 'auto_claim_sets' must be true or false, "
+                f"got {value!r}"
+            )
+        options["auto_claim_sets"] = value
+    return options
+
+
+def _without_store_extras(conn: Connection) -> Connection:
+    """A copy for the Postgres provider, which passes every other extra on to psycopg."""
+    extras = conn.extra_dejson
+    if not any(name in extras for name in STORE_EXTRAS):
+        return conn
+    stripped = copy.deepcopy(conn)
+    stripped.extra = json.dumps({k: v for k, v in extras.items() if k not in STORE_EXTRAS})
+    return stripped
+
+
+def _postgres_connector(conn_id: str, conn: Connection) -> Callable[[], Any]:
     from airflow.providers.postgres.hooks.postgres import PostgresHook
 
-    pg_hook = PostgresHook(postgres_conn_id=conn_id)
+    pg_hook = PostgresHook(postgres_conn_id=conn_id, connection=conn)
 
     def connect() -> Any:
         import psycopg

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_atomic_store import AtomicStore, MutationError
+from tests.support.physical import PHYSICAL_TABLE
 
 BUMP = [{"field": "count", "operation": "increment", "value": 1}]
 
@@ -85,3 +86,23 @@ def test_upsert_conflict_that_cannot_mutate_raises_and_writes_nothing(store: Ato
             ],
         )
     assert store.get("events", "e1") == {"count": "many"}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_duplicate_seed_writes_no_new_row_version(store: AtomicStore) -> None:
+    """Seed-if-missing on an existing row only reads: no dead tuple per duplicate delivery."""
+    store.atomic_upsert("events", "e-1", insert_value={"n": 1})
+
+    def version() -> tuple[str, str]:
+        with store._backend._cursor() as cursor:  # type: ignore[attr-defined]
+            row = cursor.execute(
+                f"SELECT ctid::text, xmin::text FROM {PHYSICAL_TABLE} WHERE key = 'e-1'"
+            ).fetchone()
+        return row
+
+    before = version()
+    for _ in range(3):
+        result = store.atomic_upsert("events", "e-1", insert_value={"n": 2})
+        assert result == {"inserted": False, "value": {"n": 1}, "key": "e-1"}
+    assert version() == before

@@ -572,7 +572,7 @@ def test_a_where_with_the_most_conditions_runs_on_both_backends(
     assert [row["key"] for row in claimed["claimed"]] == ["k"]
 
 
-def test_a_claim_index_on_a_hostile_field_name_serves_claims_on_that_field(
+def test_a_claimable_set_on_a_hostile_field_name_serves_claims_on_that_field(
     store: AtomicStore,
 ) -> None:
     for name in ["st%tus", "%s", "%%", "it's", 'say "hi"', "back\\slash", "?", "$1"]:

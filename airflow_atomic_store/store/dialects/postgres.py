@@ -387,17 +387,35 @@ class PostgresBackend:
     def upsert(
         self, table: str, key: str, insert_value: dict[str, Any], mutations: Sequence[Mutation]
     ) -> tuple[bool, dict[str, Any]]:
-        kind = "upsert" if mutations else "seed"
-        args: tuple[Any, ...] = (table, key, jsonb(insert_value))
-        apply = ""
-        if mutations:
-            apply, mutation_params = _mutations_sql(mutations, "t.value")
-            args += tuple(mutation_params)
+        if not mutations:
+            return self._seed(table, key, insert_value)
+        apply, mutation_params = _mutations_sql(mutations, "t.value")
+        args = (table, key, jsonb(insert_value), *mutation_params)
         with self._cursor() as cur:
-            row = cur.execute(self._statement(kind, "", None, apply), args).fetchone()
+            row = cur.execute(self._statement("upsert", "", None, apply), args).fetchone()
         assert row is not None, "INSERT … ON CONFLICT DO UPDATE always returns the row"
         value, inserted = row
         return bool(inserted), value
+
+    def _seed(
+        self, table: str, key: str, insert_value: dict[str, Any]
+    ) -> tuple[bool, dict[str, Any]]:
+        """Insert if absent, else read the row: a duplicate delivery writes nothing.
+
+        The statement finds no row only when the conflicting row was committed
+        after its snapshot was taken (``DO NOTHING`` waited for that insert), or
+        was deleted since; the next statement's snapshot settles either case.
+        """
+        args = (table, key, jsonb(insert_value), table, key)
+        with self._cursor() as cur:
+            for _ in range(_SEED_ATTEMPTS):
+                row = cur.execute(self._statement("seed"), args).fetchone()
+                if row is not None:
+                    value, inserted = row
+                    return bool(inserted), value
+        raise StoreUnavailableError(
+            f"seed of {key!r} kept meeting a row inserted and deleted by others; try again"
+        )
 
 
 def _mutations_sql(mutations: Sequence[Mutation], row: str) -> tuple[str, list[Any]]:
@@ -478,6 +496,8 @@ def _integer_increment_sql(current: str) -> str:
 
 
 _EXPLAINED = "atomic_store_explain_claim"
+#: Seed statements a seed may take while other sessions insert and delete its row.
+_SEED_ATTEMPTS = 100
 _PREPARED = "SELECT 1 FROM pg_prepared_statements WHERE name = %s"
 
 #: The claim's selection: shared by the claim itself and ``explain_claim``.
@@ -517,9 +537,11 @@ _STATEMENTS = {
     ),
     "pick": _PICK,
     "seed": (
-        "INSERT INTO {table} AS t (table_name, key, value) VALUES (%s, %s, %s) "
-        "ON CONFLICT (table_name, key) DO UPDATE SET value = t.value "
-        "RETURNING t.value, (t.xmax = 0) AS inserted"
+        "WITH inserted AS (INSERT INTO {table} (table_name, key, value) VALUES (%s, %s, %s) "
+        "ON CONFLICT (table_name, key) DO NOTHING RETURNING value) "
+        "SELECT value, true FROM inserted UNION ALL "
+        "SELECT value, false FROM {table} WHERE table_name = %s AND key = %s "
+        "AND NOT EXISTS (SELECT FROM inserted)"
     ),
     "upsert": (
         "INSERT INTO {table} AS t (table_name, key, value) VALUES (%s, %s, %s) "
