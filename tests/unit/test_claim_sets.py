@@ -1,0 +1,116 @@
+"""Claimable sets in the spec layer, and the literal SQL the dialects write for them."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_atomic_store import SpecError
+from airflow_atomic_store.spec import parse_where
+from airflow_atomic_store.spec.claim_sets import (
+    automatic_claim_set,
+    covered_conditions,
+    parse_claim_set,
+)
+from airflow_atomic_store.store.compiler import WhereCompiler
+from airflow_atomic_store.store.dialects.postgres_where import (
+    PostgresWhere,
+    substitute_positional,
+)
+from airflow_atomic_store.store.dialects.postgres_where import (
+    substitute_literals as postgres_literals,
+)
+from airflow_atomic_store.store.dialects.sqlite_where import (
+    SqliteWhere,
+)
+from airflow_atomic_store.store.dialects.sqlite_where import (
+    substitute_literals as sqlite_literals,
+)
+
+PENDING = {"field": "status", "operator": "equals", "value": "pending"}
+OLD = {"field": "claimedAt", "operator": "lt", "value": "2025-01-01T00:00:00.000000Z"}
+
+
+def test_a_set_covers_an_all_claim_holding_its_conditions_and_names_them():
+    pending = parse_claim_set("q", [PENDING], "all", "createdAt")
+    claim = parse_where([OLD, PENDING])
+    assert covered_conditions(pending, "q", claim, "all") == frozenset({1})
+    assert covered_conditions(pending, "other", claim, "all") is None
+    assert covered_conditions(pending, "q", claim, "any") is None
+    assert covered_conditions(pending, "q", parse_where([OLD]), "all") is None
+
+
+def test_conditions_are_the_same_only_when_their_json_is_the_same():
+    one = parse_claim_set(
+        "q", [{"field": "n", "operator": "equals", "value": 1}], "all", "createdAt"
+    )
+    for other in (True, "1"):
+        claim = parse_where([{"field": "n", "operator": "equals", "value": other}])
+        assert covered_conditions(one, "q", claim, "all") is None
+
+
+def test_an_any_set_serves_only_the_same_any_claim():
+    states = [PENDING, {"field": "status", "operator": "equals", "value": "retry"}]
+    either = parse_claim_set("q", states, "any", "createdAt")
+    assert covered_conditions(either, "q", parse_where(states[::-1]), "any") == {0, 1}
+    assert covered_conditions(either, "q", parse_where(states[:1]), "all") is None
+
+
+def test_a_set_is_named_by_what_it_holds_not_by_how_it_was_written():
+    a = parse_claim_set("q", [PENDING, {"field": "kind", "operator": "exists"}], "all", "createdAt")
+    b = parse_claim_set(
+        "q", [{"field": "kind", "operator": "exists"}, PENDING], "ALL", "created_at"
+    )
+    assert a.index_name("atomic_store_rows") == b.index_name("atomic_store_rows")
+    longest = a.index_name("t" * 48)
+    assert len(longest) <= 63
+    assert a.index_name("s") != parse_claim_set("q", [PENDING], "all", "createdAt").index_name("s")
+
+
+def test_the_store_declares_sets_only_for_queue_filters_on_fields_the_claim_writes():
+    claim = parse_where([PENDING, OLD])
+    automatic = automatic_claim_set("q", claim, "all", "created_at", {"status", "claimedAt"})
+    assert automatic is not None and [c.path.text for c in automatic.conditions] == ["status"]
+    assert automatic_claim_set("q", claim, "all", "created_at", {"claimedAt"}) is None
+    assert automatic_claim_set("q", claim, "any", "created_at", {"status", "claimedAt"}) is None
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        {"field": "n", "operator": "gt", "value": 1},
+        {"field": "s", "operator": "contains", "value": "x"},
+        {"field": "s", "operator": "equals", "value": [1]},
+        {"field": "s", "operator": "equals", "value": 0.5},
+        {"field": "s", "operator": "in", "value": []},
+        {"field": "s", "operator": "in", "value": list(range(33))},
+    ],
+)
+def test_a_set_holds_only_plain_comparisons_with_bounded_literals(condition):
+    with pytest.raises(SpecError) as info:
+        parse_claim_set("q", [condition], "all", "createdAt")
+    assert info.value.field == "where[0]"
+
+
+def test_postgres_literals_replace_placeholders_but_not_doubled_percents():
+    statement = "a = %s AND b LIKE '50%%s' AND c = %s"
+    assert postgres_literals(statement, ["x%", 2]) == "a = 'x%%' AND b LIKE '50%%s' AND c = 2"
+    assert substitute_positional(statement) == "a = $1 AND b LIKE '50%s' AND c = $2"
+
+
+def test_sqlite_literals_skip_question_marks_inside_quoted_text():
+    statement = "json_extract(r.value, '$.\"what?\"') = ? AND x = 'it''s ?' AND y = ?"
+    assert sqlite_literals(statement, ["it's", 3]) == (
+        "json_extract(r.value, '$.\"what?\"') = 'it''s' AND x = 'it''s ?' AND y = 3"
+    )
+
+
+@pytest.mark.parametrize("dialect", [PostgresWhere(), SqliteWhere()], ids=["postgres", "sqlite"])
+def test_a_claim_writes_exactly_the_predicate_its_set_index_holds(dialect):
+    """The index predicate and the claim's covered condition are the same SQL text."""
+    compiler = WhereCompiler(dialect)
+    states = parse_where([{"field": "status", "operator": "in", "value": ["a", 1, None, True]}])
+    predicate = compiler.literal_predicate(states, "all", "value")
+    claim_sql, params = compiler.compile(states, "all", inline={0})
+    assert params == []
+    assert claim_sql.replace("r.value", "value") == predicate
+    assert "?" not in predicate and "%s" not in predicate
