@@ -2,6 +2,9 @@
 
 Both DAGs claim rows of the queue and then process every claimed row the same way
 ("process exactly as in the main drain"), so that processing lives here, once.
+The mapped tasks are handed only the claimed keys and read each row from the store,
+so a claimed batch is kept once in Airflow's metadata DB (the claim's XCom), however
+large its payloads.
 Airflow puts the DAGs folder on ``sys.path``, so the DAG files import it by name;
 ``.airflowignore`` keeps the DAG processor from parsing it as a DAG file.
 
@@ -41,28 +44,50 @@ QUEUE_PARAMS: dict[str, Any] = {
 
 # [START process_row]
 def process_claimed_rows(claim: AtomicClaimOperator) -> XComArg:
-    """Add one mapped ``process`` task per row that ``claim`` won (none when it won none)."""
-    return process.expand(row=claim.claimed)
+    """Add one mapped ``process`` task per row that ``claim`` won (none when it won none).
+
+    The mapped tasks get only the rows' keys and each reads its row from the store,
+    so the claimed batch is kept once in Airflow's metadata DB: in the claim's XCom.
+    """
+    keys = claimed_keys.override(task_id=f"{claim.task_id}_keys")(claim.task_id)
+    claim >> keys
+    return process.expand(key=keys)
+
+
+@task
+def claimed_keys(claim_task_id: str, **context: Any) -> list[str]:
+    """The keys of the rows the claim won, in claim order: all the mapped tasks need.
+
+    The claim's result is pulled here rather than passed in: Airflow keeps a task's
+    rendered arguments in its metadata DB, which would be a second copy of the batch.
+    """
+    claim = context["ti"].xcom_pull(task_ids=claim_task_id)
+    return [row["key"] for row in claim["claimed"]]
 
 
 @task(map_index_template="{{ row_key }}", multiple_outputs=False)
-def process(row: dict[str, Any], **context: Any) -> dict[str, Any]:
+def process(key: str, **context: Any) -> dict[str, Any]:
     """One claimed row: perform its side effect at most once, then finish it if still ours.
 
     ``multiple_outputs=False``: Airflow would otherwise infer it from the ``dict``
     return type and push every key of the outcome as an XCom of its own, five
     writes per row where one will do.
     """
-    get_current_context()["row_key"] = row["key"]  # names the mapped task instance in the UI
-    params = context["params"]
+    get_current_context()["row_key"] = key  # names the mapped task instance in the UI
+    params, me = context["params"], execution_id(context)
     with AtomicStoreHook(params["conn_id"]) as hook:
-        return process_row(hook, row, params, me=execution_id(context))
+        row = hook.get(params["table"], key) or {}  # the value comes from the store, not XCom
+        holder = row.get("claimedBy")
+        if holder != me:  # re-claimed (by recovery) since our claim: that run processes it
+            print(f"{key}: claimed by {holder} now, not by this run; left to that run")
+            return {"key": key, "status": "skipped", "claimedBy": holder, "finished": False}
+        return process_row(hook, key, row, params, me=me)
 
 
 def process_row(
-    hook: AtomicStoreHook, row: dict[str, Any], params: dict[str, Any], *, me: str
+    hook: AtomicStoreHook, key: str, row: dict[str, Any], params: dict[str, Any], *, me: str
 ) -> dict[str, Any]:
-    key, payload = row["key"], row["value"].get("payload")
+    payload = row.get("payload")
 
     # Process once: the first delivery inserts the effect row and performs the effect.
     effect = hook.atomic_upsert(

@@ -5,14 +5,17 @@ Concurrent dispatcher runs and a dispatcher killed mid-batch: test_when_runs_ove
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from airflow_atomic_store import AtomicStore
+from airflow.sdk import task
+
+from airflow_atomic_store import AtomicClaimOperator, AtomicStore
 from airflow_atomic_store.timestamps import shifted
-from tests.airflow.dagrun import DagRunResult
-from tests.example_dags.examples import example_dag, stored_rows
+from tests.airflow.dagrun import DagRunResult, new_dag
+from tests.example_dags.examples import airflow_metadata, example_dag, example_dags, stored_rows
 
 RunDag = Callable[..., DagRunResult]
 
@@ -87,6 +90,82 @@ def test_the_dispatcher_drains_a_fifo_batch_and_marks_each_row_done_or_failed(
         "op-2": "done",
         "op-3": "done",
     }
+
+
+def test_a_claimed_batch_is_kept_once_in_airflows_metadata_db(
+    run_dag: RunDag, conf: dict[str, Any], store_url: str
+) -> None:
+    # Five 20 KB payloads, each with a tag that says where copies of it ended up.
+    with AtomicStore(store_url) as store:
+        for n in range(5):
+            payload = {"item": n, "blob": f"<payload {n}>" + "x" * 20_000}
+            store.put("pending_ops", f"big-{n}", {"status": "pending", "payload": payload})
+
+    run = run_dag(example_dag("queue_dispatcher"), conf={**conf, "batch_size": 5})
+
+    assert run.state == "success"
+    assert [run.xcom("process", map_index=i)["status"] for i in range(5)] == ["done"] * 5
+    kept = airflow_metadata(run.dag_id, run.run_id)
+    for n in range(5):  # in the claim's XCom, and nowhere else (no XCom, no rendered field)
+        assert [where for where, text in kept.items() if f"<payload {n}>" in text] == [
+            ("xcom", "drain", -1, "return_value")
+        ]
+    one_copy = len(json.dumps(run.xcom("drain")))
+    assert one_copy > 100_000
+    # Everything else the run keeps (keys, outcomes, rendered arguments) is small.
+    assert sum(len(text) for text in kept.values()) < 1.1 * one_copy
+    # The payloads reached the side effect all the same: read from the store by key.
+    effects = stored_rows(store_url, "pending_ops_effects")
+    assert {key: effect["payload"]["item"] for key, effect in effects.items()} == {
+        f"big-{n}": n for n in range(5)
+    }
+
+
+def test_a_row_reclaimed_before_its_mapped_task_runs_is_left_to_the_run_that_holds_it(
+    run_dag: RunDag, store_conn: str, store_url: str, dag_id: str
+) -> None:
+    example_dags()  # puts example_dags/ on sys.path, as Airflow does for a DAGs folder
+    from _queue_processing import process_claimed_rows
+
+    rescuer = "stale_claim_recovery/manual__rescuer"
+    with AtomicStore(store_url) as store:
+        for n in range(3):
+            store.put("pending_ops", f"op-{n}", {"status": "pending", "payload": {"item": n}})
+    params = {"conn_id": store_conn, "table": "pending_ops", "work_seconds": 0.0}
+    with new_dag(dag_id, params={**params, "effects_table": "pending_ops_effects"}) as dag:
+        drain = AtomicClaimOperator(
+            task_id="drain",
+            conn_id=store_conn,
+            table="pending_ops",
+            where=[{"field": "status", "operator": "equals", "value": "pending"}],
+        )
+        processed = process_claimed_rows(drain)
+
+        @task
+        def take_over_op_1() -> None:  # what recovery does to a claim it thinks is stale
+            with AtomicStore(store_url) as store:
+                row = store.get("pending_ops", "op-1") or {}
+                store.put("pending_ops", "op-1", {**row, "claimedBy": rescuer})
+
+        dag.get_task("drain_keys") >> take_over_op_1() >> processed
+
+    run = run_dag(dag)
+
+    assert run.state == "success"
+    assert run.xcom("process", map_index=1) == {
+        "key": "op-1",
+        "status": "skipped",
+        "claimedBy": rescuer,
+        "finished": False,
+    }
+    queued, effects = (
+        stored_rows(store_url, "pending_ops"),
+        stored_rows(store_url, "pending_ops_effects"),
+    )
+    assert sorted(effects) == ["op-0", "op-2"]  # op-1's side effect is the rescuer's to perform
+    assert queued["op-1"]["status"] == "in_flight"
+    assert queued["op-1"]["claimedBy"] == rescuer
+    assert queued["op-0"]["status"] == queued["op-2"]["status"] == "done"
 
 
 def test_recovery_reclaims_only_stale_in_flight_rows_and_processes_them_like_the_dispatcher(
