@@ -55,6 +55,12 @@ class AtomicClaimOperator(BaseAtomicOperator):
 
     In templates, the rows are ``{{ ti.xcom_pull(task_ids='drain')['claimed'] }}``.
 
+    Both go through ``<task_id>_claimed``, whose XCom is a second copy of the batch in
+    Airflow's metadata DB (and a task mapped over rows keeps up to ``[core]
+    max_templated_field_length`` characters of its row in its rendered fields). For
+    large values, map over keys and read each row from the store, as the queue recipes
+    do (docs/recipes/queue-dispatcher.md, "Keeping payloads small").
+
     :param table: the queue's logical table (templated).
     :param where: conditions ``{field, operator, value}`` selecting claimable rows;
         none means every row (templated).
