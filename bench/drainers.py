@@ -16,15 +16,14 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from airflow_atomic_store import AtomicStore
-from bench.handwritten import HandwrittenPostgres
+from bench.handwritten import SET_FILTER, TEXT_FILTER, HandwrittenPostgres, pg_filter
 from bench.loading import PENDING_WHERE, QUEUE
 from bench.readdelete_queue import ReadDeleteClaimer
 from bench.timing import now
+from tests.support.processes import run_in_processes
 
-_ANY_PENDING = (
-    "SELECT EXISTS (SELECT 1 FROM atomic_store_rows AS r "
-    "WHERE r.table_name = %s AND (r.value -> 'status') = %s::jsonb)"
-)
+#: Literal filters, so a claimable set's index (or the hand-made one) answers the check.
+_ANY_PENDING = "SELECT EXISTS (SELECT 1 FROM atomic_store_rows AS r WHERE {filter})"
 
 
 class Claimer(Protocol):
@@ -36,11 +35,14 @@ class Claimer(Protocol):
 
 
 class _PendingCheck:
+    form = SET_FILTER
+
     def __init__(self, url: str) -> None:
         self.check = psycopg.connect(url, autocommit=True)
+        self.any_pending = _ANY_PENDING.format(filter=pg_filter(self.form, QUEUE)).encode()
 
     def any_left(self) -> bool:
-        return bool(self.check.execute(_ANY_PENDING, (QUEUE, Jsonb("pending"))).fetchone()[0])  # type: ignore[index]
+        return bool(self.check.execute(self.any_pending).fetchone()[0])  # type: ignore[index]
 
     def close(self) -> None:
         self.check.close()
@@ -49,9 +51,11 @@ class _PendingCheck:
 class StoreClaimer(_PendingCheck):
     """``AtomicStore.atomic_claim`` with its default mutations, as a DAG would call it."""
 
+    auto_claim_sets = True
+
     def __init__(self, url: str, batch: int) -> None:
         super().__init__(url)
-        self.store = AtomicStore(url)
+        self.store = AtomicStore(url, auto_claim_sets=self.auto_claim_sets)
         self.store.get(QUEUE, "__warm-up__")
         self.batch, self.me = batch, f"bench-{os.getpid()}"
 
@@ -66,6 +70,12 @@ class StoreClaimer(_PendingCheck):
         super().close()
 
 
+class UnassistedStoreClaimer(StoreClaimer):
+    """The store with ``auto_claim_sets=False``: only the sets declared beforehand serve it."""
+
+    auto_claim_sets = False
+
+
 class SqlClaimer(_PendingCheck):
     """The same claim statement written by hand (see :mod:`bench.handwritten`)."""
 
@@ -75,7 +85,13 @@ class SqlClaimer(_PendingCheck):
         self.batch, self.me = batch, f"bench-{os.getpid()}"
 
     def claim(self) -> list[str]:
-        return [key for key, _ in self.sql.claim(QUEUE, self.batch, self.me)]
+        return [key for key, _ in self.sql.claim(QUEUE, self.batch, self.me, self.form)]
+
+
+class PartialIndexClaimer(SqlClaimer):
+    """The hand-written claim whose filter the hand-made partial index proves."""
+
+    form = TEXT_FILTER
 
     def close(self) -> None:
         self.sql.close()
@@ -122,6 +138,8 @@ class NaiveClaimer:
 
 CLAIMERS: dict[str, Any] = {
     "store": StoreClaimer,
+    "store_unassisted": UnassistedStoreClaimer,
+    "partial": PartialIndexClaimer,
     "sql": SqlClaimer,
     "naive": NaiveClaimer,
     "readdelete": ReadDeleteClaimer,
@@ -138,9 +156,12 @@ def drain(barrier: Any, kind: str, url: str, batch: int, cap_seconds: float) -> 
         keys: list[str] = []
         calls = 0
         capped = False
+        first = 0.0
         while True:
             won = claimer.claim()
             calls += 1
+            if calls == 1:
+                first = now() - start
             if won:
                 keys.extend(won)
             elif not claimer.any_left():
@@ -148,6 +169,42 @@ def drain(barrier: Any, kind: str, url: str, batch: int, cap_seconds: float) -> 
             if now() > stop_at:
                 capped = True
                 break
-        return {"start": start, "end": now(), "keys": keys, "calls": calls, "capped": capped}
+        end = now()
+        return {
+            "start": start,
+            "end": end,
+            "keys": keys,
+            "calls": calls,
+            "capped": capped,
+            "first": first,
+        }
     finally:
         claimer.close()
+
+
+def run_drain(kind: str, url: str, batch: int, processes: int, cap: float) -> dict[str, Any]:
+    """One :func:`drain` by ``processes`` claimer processes; see :func:`timed_processes`."""
+    return timed_processes(drain, (kind, url, batch, cap), processes, cap)
+
+
+def timed_processes(
+    target: Any, args: tuple[Any, ...], processes: int, cap: float
+) -> dict[str, Any]:
+    """Run a drain loop in ``processes`` processes: rows/s over the wall time, double claims.
+
+    ``first_ms`` is the slowest first claim (on the default path, the one that
+    declares a claimable set); ``per_process`` the rows each claimer won.
+    """
+    results = run_in_processes(target, [args] * processes, timeout=cap + 300)
+    keys = [key for result in results for key in result["keys"]]
+    wall = max(r["end"] for r in results) - min(r["start"] for r in results)
+    return {
+        "claimed": len(keys),
+        "duplicates": len(keys) - len(set(keys)),
+        "seconds": wall,
+        "rate": len(keys) / wall if wall > 0 else 0.0,
+        "calls": sum(r["calls"] for r in results),
+        "capped": any(r["capped"] for r in results),
+        "first_ms": max(r.get("first", 0.0) for r in results) * 1000,
+        "per_process": [len(r["keys"]) for r in results],
+    }

@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 
 from airflow_atomic_store import AtomicStore
+from bench.handwritten import PG_PARTIAL_INDEX
 
 STORAGE_TABLE = "atomic_store_rows"
 QUEUE = "jobs"
@@ -40,14 +41,27 @@ def connect(url: str) -> psycopg.Connection[Any]:
     return psycopg.connect(url, autocommit=True)
 
 
-def drop_claim_indexes(conn: psycopg.Connection[Any]) -> None:
-    """Remove every index ``ensure_claim_index`` made, back to the store's own indexes."""
-    names = conn.execute(
-        "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexname LIKE %s",
-        (STORAGE_TABLE, f"{STORAGE_TABLE}_claim_%"),
-    ).fetchall()
-    for (name,) in names:
-        conn.execute(f'DROP INDEX IF EXISTS "{name}"'.encode())
+def drop_claim_indexes(url: str) -> None:
+    """Back to the store's own indexes: drop every claimable set and the bench's hand-made ones.
+
+    Sets are dropped through the store (its catalog and ``<storage>_set_<hash>``
+    indexes, declared or its own), including an index whose catalog row is gone.
+    """
+    with connect(url) as conn:
+        orphans = conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexname LIKE %s",
+            (STORAGE_TABLE, f"{STORAGE_TABLE}\\_set\\_%"),
+        ).fetchall()
+        hand_made = conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexname LIKE %s",
+            (STORAGE_TABLE, "bench\\_%"),
+        ).fetchall()
+        for (name,) in hand_made:
+            conn.execute(f'DROP INDEX IF EXISTS "{name}"'.encode())
+    with AtomicStore(url, auto_claim_sets=False) as store:
+        names = {entry["name"] for entry in store.claim_sets()} | {name for (name,) in orphans}
+        for name in sorted(names):
+            store.drop_claim_set(name)
 
 
 def history_for(pending: int) -> int:
@@ -61,21 +75,32 @@ def history_for(pending: int) -> int:
     return pending // 2
 
 
-def load_queue(url: str, rows: int, *, pending: int | None = None, claim_index: bool) -> None:
+def load_queue(
+    url: str,
+    rows: int,
+    *,
+    pending: int | None = None,
+    claim_index: bool,
+    hand_index: bool = False,
+) -> None:
     """Empty the table, load ``rows`` rows of which the newest ``pending`` are pending.
 
-    With ``claim_index`` the store's :meth:`ensure_claim_index` builds the
-    index on ``status``; without it only the store's default indexes exist.
-    Ends with ``VACUUM ANALYZE`` so every variant starts from the same state.
+    With ``claim_index`` the store's :meth:`ensure_claim_index` declares the
+    claimable set "status equals pending"; with ``hand_index`` the hand-made
+    partial index of :mod:`bench.handwritten` is built; without either only the
+    store's own indexes exist. Ends with ``VACUUM ANALYZE`` so every variant
+    starts from the same state.
     """
     pending = rows if pending is None else pending
+    drop_claim_indexes(url)
     with connect(url) as conn:
         conn.execute("TRUNCATE atomic_store_rows")
-        drop_claim_indexes(conn)
         conn.execute(_INSERT, {"table": QUEUE, "rows": rows, "done": rows - pending})
+        if hand_index:
+            conn.execute(PG_PARTIAL_INDEX)
     if claim_index:
-        with AtomicStore(url) as store:
-            store.ensure_claim_index(["status"])
+        with AtomicStore(url, auto_claim_sets=False) as store:
+            store.ensure_claim_index(table=QUEUE, where=PENDING_WHERE)
     vacuum(url)
 
 
@@ -104,9 +129,14 @@ def count_status(url: str, status: str) -> int:
     return int(row[0]) if row else 0
 
 
-def claim_plan(url: str, limit: int = 10) -> str:
-    """The first scan node of the store's claim plan: which index the claim walks."""
+def claim_plan(url: str, limit: int = 10, *, generic: bool = False, where: Any = None) -> str:
+    """The first scan node of the store's claim plan: which index the claim walks.
+
+    ``generic`` asks for the plan a repeated (prepared) claim settles on.
+    """
     with AtomicStore(url) as store:
-        plan = store.explain_claim(QUEUE, where=PENDING_WHERE, limit=limit)
+        plan = store.explain_claim(
+            QUEUE, where=where or PENDING_WHERE, limit=limit, generic=generic
+        )
     scans = [line.strip() for line in plan.splitlines() if "Scan" in line]
     return scans[0].split("  (")[0].lstrip("-> ") if scans else plan.splitlines()[0]

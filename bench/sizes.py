@@ -41,6 +41,24 @@ class Sizes:
     dag_rows: int
     dag_runs: int
     dag_backends: tuple[str, ...]
+    #: scenario 7 (aged queue): pending rows under ``aged_history_factor`` times as many done
+    #: rows; claimer processes, batch sizes and a time cap per drain
+    aged_pending: int
+    aged_history_factor: int
+    aged_processes: tuple[int, ...]
+    aged_batches: tuple[int, ...]
+    aged_cap_seconds: float
+    #: limit-1 claims and guarded updates per variant (in ``latency_rounds`` rounds)
+    aged_latency_calls: int
+    #: stale in_flight rows under the aged history, and stale-pass calls in all
+    aged_stale_rows: int
+    aged_stale_calls: int
+    #: done rows for the claim-cost curve, the pending rows above them, claims of 10 per size
+    aged_history_rows: tuple[int, ...]
+    aged_history_pending: int
+    aged_history_claims: int
+    #: SQLite drains per variant (variants alternate)
+    aged_sqlite_rounds: int
 
 
 FULL = Sizes(
@@ -64,6 +82,18 @@ FULL = Sizes(
     dag_rows=100,
     dag_runs=1,
     dag_backends=("postgres", "sqlite"),
+    aged_pending=20_000,
+    aged_history_factor=10,
+    aged_processes=(1, 2, 4, 8),
+    aged_batches=(1, 10, 100),
+    aged_cap_seconds=12.0,
+    aged_latency_calls=3_000,
+    aged_stale_rows=300,
+    aged_stale_calls=300,
+    aged_history_rows=(10_000, 100_000, 1_000_000),
+    aged_history_pending=2_000,
+    aged_history_claims=150,
+    aged_sqlite_rounds=2,
 )
 
 QUICK = Sizes(
@@ -87,6 +117,18 @@ QUICK = Sizes(
     dag_rows=5,
     dag_runs=0,
     dag_backends=("postgres",),
+    aged_pending=2_000,
+    aged_history_factor=10,
+    aged_processes=(4,),
+    aged_batches=(10,),
+    aged_cap_seconds=3.0,
+    aged_latency_calls=300,
+    aged_stale_rows=200,
+    aged_stale_calls=60,
+    aged_history_rows=(10_000, 100_000),
+    aged_history_pending=500,
+    aged_history_claims=30,
+    aged_sqlite_rounds=1,
 )
 
 TINY = Sizes(
@@ -110,6 +152,18 @@ TINY = Sizes(
     dag_rows=3,
     dag_runs=0,
     dag_backends=("sqlite",),
+    aged_pending=200,
+    aged_history_factor=10,
+    aged_processes=(2,),
+    aged_batches=(10,),
+    aged_cap_seconds=2.0,
+    aged_latency_calls=20,
+    aged_stale_rows=40,
+    aged_stale_calls=8,
+    aged_history_rows=(1_000, 5_000),
+    aged_history_pending=100,
+    aged_history_claims=5,
+    aged_sqlite_rounds=1,
 )
 
 MODES = {sizes.mode: sizes for sizes in (FULL, QUICK, TINY)}

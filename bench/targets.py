@@ -99,6 +99,58 @@ def _scale(scale: dict[str, Any]) -> list[Check]:
     ]
 
 
+def _aged(aged: dict[str, Any]) -> list[Check]:
+    """Issue 10's targets; the drain targets need the 4-claimer, batch-10 configuration."""
+    from bench.scenarios.aged_queue import sqlite_rate
+
+    checks = []
+    drain = next((e for e in aged["drains"] if e["processes"] == 4 and e["batch"] == 10), None)
+    if drain and drain["pgmq"]["rate"]:
+        queue = drain["pgmq"]["rate"]
+        for name, label, bar in (
+            ("recipe", "the recipe's claim with nothing prepared", 1.0),
+            ("declared", "the store with a declared set", 1.5),
+        ):
+            ratio = drain[name]["rate"] / queue
+            checks.append(
+                (
+                    f"aged queue, 4 claimers, batch 10: {label} ≥ {bar:.1f}x pgmq-shaped read+delete",
+                    f"{drain[name]['rate']:,.0f} vs {queue:,.0f} rows/s = {ratio:.2f}x",
+                    ratio >= bar,
+                )
+            )
+    lat = aged["latency"]
+    ratio = lat["claim"]["p50_ms"] / lat["update"]["p50_ms"]
+    checks.append(
+        (
+            "aged queue: limit-1 claim p50 ≤ 1.25x a guarded single-row update's p50",
+            f"{lat['claim']['p50_ms']:.3f} vs {lat['update']['p50_ms']:.3f} ms = {ratio:.2f}x",
+            ratio <= 1.25,
+        )
+    )
+    curve = [e for e in aged["history_curve"] if not e["again"]]
+    if len(curve) >= 2:
+        small, large = curve[0], curve[-1]
+        ratio = large["p50_ms"] / small["p50_ms"]
+        checks.append(
+            (
+                f"claim of 10 with {large['history']:,} done rows within 1.5x of "
+                f"{small['history']:,} (default path)",
+                f"{large['p50_ms']:.3f} vs {small['p50_ms']:.3f} ms = {ratio:.2f}x",
+                ratio <= 1.5,
+            )
+        )
+    store, hand = sqlite_rate(aged, "recipe"), sqlite_rate(aged, "sql")
+    checks.append(
+        (
+            "SQLite aged-queue drain (recipe) ≥ 0.9x the hand-written partial-index statement",
+            f"{store:,.0f} vs {hand:,.0f} rows/s = {store / hand:.2f}x",
+            store >= 0.9 * hand,
+        )
+    )
+    return checks
+
+
 def check(data: dict[str, Any]) -> list[Check]:
     checks: list[Check] = []
     if "claim" in data:
@@ -109,4 +161,6 @@ def check(data: dict[str, Any]) -> list[Check]:
         checks += _latency(data["latency"])
     if "scale" in data:
         checks += _scale(data["scale"])
+    if "aged" in data:
+        checks += _aged(data["aged"])
     return checks

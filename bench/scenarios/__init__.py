@@ -1,4 +1,4 @@
-"""The six scenarios of issue 5, by the name the command line uses.
+"""The scenarios of issues 5 and 10 (aged queue), by the name the command line uses.
 
 Each scenario module has ``TITLE``, ``run(env, sizes) -> dict`` (plain JSON
 data: measurements with their baselines) and ``section(data) -> str`` (its
@@ -10,6 +10,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from bench.scenarios import (
+    aged_queue,
     airflow_dag,
     claim_throughput,
     hot_key,
@@ -25,4 +26,5 @@ SCENARIOS: dict[str, ModuleType] = {
     "scale": scale,
     "sqlite": sqlite_default,
     "airflow": airflow_dag,
+    "aged": aged_queue,
 }

@@ -64,7 +64,7 @@ def _prepare(url: str, operation: str, rows: int) -> None:
     with AtomicStore(url) as store:
         store.put(TABLE, "hot", {"n": 0})
         if operation == "claim":
-            store.ensure_claim_index(["status"])
+            store.ensure_claim_index(table=loading.QUEUE, where=loading.PENDING_WHERE)
     if operation == "claim":
         with sqlite3.connect(path_from_url(url), isolation_level=None) as conn:
             conn.execute(_LOAD, (rows, loading.QUEUE))

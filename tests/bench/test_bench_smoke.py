@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = ["claim", "latency", "hotkey", "scale", "sqlite"]
+SCENARIOS = ["claim", "latency", "hotkey", "scale", "sqlite", "aged"]
 
 
 def test_the_benchmark_harness_runs_every_scenario_and_writes_a_report(tmp_path: Path) -> None:
@@ -44,8 +44,9 @@ def test_the_benchmark_harness_runs_every_scenario_and_writes_a_report(tmp_path:
     text = report.read_text()
     for heading in ("## Machine", "## Targets", "Claim throughput", "Single-operation latency"):
         assert heading in text
-    for heading in ("Hot key contention", "Scale", "SQLite default"):
+    for heading in ("Hot key contention", "Scale", "SQLite default", "Aged queue"):
         assert heading in text
+    assert "limit-1 claim p50 ≤ 1.25x a guarded single-row update" in text  # aged targets
     assert "**NO**" not in text  # no increment was lost
     assert "| 0 |" in text  # the atomic claim handed out no row twice
 

@@ -1,0 +1,97 @@
+"""The aged-queue drain on SQLite: one process, store against a hand-written statement.
+
+Each drain gets its own freshly loaded database file (pending rows over ten
+times as many done rows), claims batches until the queue is empty and is
+timed from the first claim to the empty one. Variants: the store as the recipe
+calls it (its first claim declares the claimable set, inside the timing), the
+store with the set declared beforehand, and ``sqlite3`` with a hand-made
+partial index named by ``INDEXED BY`` (:mod:`bench.handwritten`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from airflow_atomic_store import AtomicStore
+from airflow_atomic_store.store.dialects.sqlite import path_from_url
+from bench import loading
+from bench.environment import BenchEnvironment
+from bench.handwritten import SQLITE_PARTIAL_INDEX, HandwrittenSqlite
+from bench.timing import now, progress
+
+VARIANTS = ("recipe", "declared", "sql")
+BATCH = 10
+
+_LOAD = """
+WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < ?)
+INSERT INTO atomic_store_rows (table_name, key, value, created_at, record_timestamp)
+SELECT ?, printf('job-%08d', i),
+       '{"status":"' || CASE WHEN i > ? THEN 'pending' ELSE 'done' END || '","payload":' || i || '}',
+       printf('2025-01-01T00:00:%02d.%06dZ', i / 1000000, i % 1000000),
+       '2025-01-01T00:00:00.000000Z'
+FROM seq
+"""
+
+
+def _prepare(url: str, variant: str, pending: int, history: int) -> None:
+    with AtomicStore(url, auto_claim_sets=False) as store:
+        store.get(loading.QUEUE, "__schema__")
+    with sqlite3.connect(path_from_url(url), isolation_level=None) as conn:
+        conn.execute(_LOAD, (pending + history, loading.QUEUE, history))
+        if variant == "sql":
+            conn.execute(SQLITE_PARTIAL_INDEX)
+    conn.close()
+    if variant == "declared":
+        with AtomicStore(url, auto_claim_sets=False) as store:
+            store.ensure_claim_index(table=loading.QUEUE, where=loading.PENDING_WHERE)
+    with sqlite3.connect(path_from_url(url), isolation_level=None) as conn:
+        conn.execute("ANALYZE")
+    conn.close()
+
+
+def _drain(url: str, variant: str) -> dict[str, Any]:
+    if variant == "sql":
+        sql = HandwrittenSqlite(path_from_url(url))
+        claim, close = (lambda: len(sql.claim_partial(BATCH, "aged"))), sql.close
+    else:
+        store = AtomicStore(url, auto_claim_sets=variant == "recipe")
+        store.get(loading.QUEUE, "__warm-up__")
+        claim = lambda: store.atomic_claim(  # noqa: E731
+            loading.QUEUE, where=loading.PENDING_WHERE, limit=BATCH, execution_id="aged"
+        )["count"]
+        close = store.close
+    try:
+        start = now()
+        claimed = first = claim()
+        first_seconds = now() - start
+        while first:
+            first = claim()
+            claimed += first
+        seconds = now() - start
+    finally:
+        close()
+    return {
+        "claimed": claimed,
+        "seconds": seconds,
+        "rate": claimed / seconds,
+        "first_ms": first_seconds * 1000,
+    }
+
+
+def run(env: BenchEnvironment, pending: int, history: int, rounds: int) -> dict[str, Any]:
+    """Each variant ``rounds`` times, the order rotating (the report shows the mean rate)."""
+    drains: dict[str, list[dict[str, Any]]] = {variant: [] for variant in VARIANTS}
+    for number in range(rounds):
+        order = VARIANTS[number % 3 :] + VARIANTS[: number % 3]
+        for variant in order:
+            url = env.sqlite_url(f"aged-{variant}-{number}")
+            _prepare(url, variant, pending, history)
+            result = _drain(url, variant)
+            assert result["claimed"] == pending, result
+            drains[variant].append(result)
+        progress(
+            "aged sqlite: "
+            + ", ".join(f"{v} {drains[v][-1]['rate']:,.0f} rows/s" for v in VARIANTS)
+        )
+    return {"pending": pending, "history": history, "batch": BATCH, "drains": drains}

@@ -1,0 +1,273 @@
+"""Scenario 7 (issue 10): a queue that keeps its history, 10x as many done rows as pending.
+
+Four drains side by side for each claimer count and batch size, their order
+rotating from one configuration to the next, each on a freshly loaded,
+vacuumed table, by separate claimer processes:
+
+- ``recipe``: ``AtomicStore(url)`` as the queue recipe calls it, nothing
+  prepared: its first claim declares the claimable set (inside the timing);
+- ``declared``: the set declared with ``ensure_claim_index`` beforehand,
+  ``auto_claim_sets=False``;
+- ``pgmq``: pgmq-shaped read+delete on pgmq's table layout
+  (:mod:`bench.readdelete_queue`): deleted messages leave no history;
+- ``partial``: the hand-written claim on the store's table with a hand-made
+  partial index of the pending rows, the physical limit for this layout.
+
+Then per-call costs on the same kind of queue (:mod:`bench.aged_calls`) and
+the SQLite drain (:mod:`bench.aged_sqlite`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench import aged_calls, aged_sqlite, loading, readdelete_queue
+from bench.drainers import run_drain
+from bench.environment import BenchEnvironment
+from bench.sizes import Sizes
+from bench.timing import progress
+
+TITLE = "Aged queue"
+
+#: drain name -> claimer kind in :mod:`bench.drainers`
+DRAINS = {
+    "recipe": "store",
+    "declared": "store_unassisted",
+    "pgmq": "readdelete",
+    "partial": "partial",
+}
+NAMES = {
+    "recipe": "(a) store, recipe",
+    "declared": "(b) store, declared set",
+    "pgmq": "(c) pgmq-shaped",
+    "partial": "(d) hand-written partial index",
+}
+
+
+def _prepare(name: str, url: str, queue_url: str, sizes: Sizes) -> str:
+    pending = sizes.aged_pending
+    if name == "pgmq":
+        readdelete_queue.load(queue_url, pending)
+        return queue_url
+    total = pending * (1 + sizes.aged_history_factor)
+    loading.load_queue(
+        url,
+        total,
+        pending=pending,
+        claim_index=name == "declared",
+        hand_index=name == "partial",
+    )
+    return url
+
+
+def _drains(url: str, queue_url: str, sizes: Sizes) -> list[dict[str, Any]]:
+    rows = []
+    names = list(DRAINS)
+    turn = 0
+    for processes in sizes.aged_processes:
+        for batch in sizes.aged_batches:
+            entry: dict[str, Any] = {"processes": processes, "batch": batch}
+            order = names[turn % 4 :] + names[: turn % 4]
+            turn += 1
+            for name in order:
+                target = _prepare(name, url, queue_url, sizes)
+                result = run_drain(DRAINS[name], target, batch, processes, sizes.aged_cap_seconds)
+                entry[name] = result
+                if name == "recipe":
+                    entry["recipe_plan"] = loading.claim_plan(url, batch, generic=True)
+            entry["order"] = order
+            rows.append(entry)
+            progress(
+                f"aged p={processes} batch={batch}: "
+                + ", ".join(f"{n} {entry[n]['rate']:,.0f}" for n in names)
+                + " rows/s"
+            )
+    return rows
+
+
+def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[str, Any]:
+    url = env.postgres_url()
+    loading.create_schema(url)
+    pending = sizes.aged_pending
+    history = pending * sizes.aged_history_factor
+    data: dict[str, Any] = {
+        "pending": pending,
+        "history": history,
+        "cap_seconds": sizes.aged_cap_seconds,
+        "drains": _drains(url, env.postgres_url("readdelete"), sizes),
+        "latency": aged_calls.claim_latency(url, sizes),
+        "stale": aged_calls.stale_pass(url, sizes),
+        "history_curve": aged_calls.history_curve(url, sizes),
+        "sqlite": aged_sqlite.run(env, pending, history, sizes.aged_sqlite_rounds),
+    }
+    loading.drop_claim_indexes(url)  # later scenarios start without this scenario's sets
+    return data
+
+
+# -- report ----------------------------------------------------------------------------
+
+
+def _rate(result: dict[str, Any]) -> str:
+    return f"{result['rate']:,.0f}{' †' if result['capped'] else ''}"
+
+
+def _vs(result: dict[str, Any], base: dict[str, Any]) -> str:
+    return f"{result['rate'] / base['rate']:.2f}x" if base["rate"] else "-"
+
+
+def sqlite_rate(data: dict[str, Any], variant: str) -> float:
+    drains = data["sqlite"]["drains"][variant]
+    return sum(d["rate"] for d in drains) / len(drains)
+
+
+def section(data: dict[str, Any]) -> str:
+    from bench.report_format import ratio, table
+
+    lines = [
+        f"{data['pending']:,} pending rows over {data['history']:,} done rows (the pgmq-shaped "
+        "queue holds only the pending messages: it deletes what it consumed). Rows/s over the "
+        "whole drain, the four drains of a row run back to back in rotating order, each on a "
+        f"freshly loaded table. † = cut at the {data['cap_seconds']:g} s cap. *(a) first claim* "
+        "is the slowest first claim of the (a) drain (the one that declares the set); "
+        "*(a) per claimer* the rows each claimer won.",
+        "",
+    ]
+    body = []
+    for e in data["drains"]:
+        base = e["pgmq"]
+        body.append(
+            [
+                str(e["processes"]),
+                str(e["batch"]),
+                *(_rate(e[name]) for name in DRAINS),
+                _vs(e["recipe"], base),
+                _vs(e["declared"], base),
+                _vs(e["partial"], base),
+                str(sum(e[name]["duplicates"] for name in DRAINS)),
+                f"{e['recipe']['first_ms']:.0f} ms",
+                "/".join(f"{n:,}" for n in e["recipe"]["per_process"]),
+            ]
+        )
+    lines += table(
+        [
+            "claimers",
+            "batch",
+            *(f"{NAMES[name]} rows/s" for name in DRAINS),
+            "(a) ÷ (c)",
+            "(b) ÷ (c)",
+            "(d) ÷ (c)",
+            "dup",
+            "(a) first claim",
+            "(a) per claimer",
+        ],
+        body,
+    )
+    lat, stale = data["latency"], data["stale"]
+    lines += [
+        "",
+        f"**Per call, default path** (`AtomicStore(url)`; the first call of a filter declares "
+        f"its set and is left out: limit-1 claim {lat['first_ms']:.0f} ms, stale pass "
+        f"{stale['first_ms']['stale']:.0f} ms, drain claim {stale['first_ms']['drain']:.0f} ms). "
+        f"Limit-1 claims and the latency scenario's guarded update alternate in rounds "
+        f"({lat['calls']:,} calls each); the stale pass (`status equals in_flight AND claimedAt "
+        f"lt now - 10 min`, limit 10, {stale['stale_rows']} stale rows among the newest history "
+        f"rows, {stale['stale_rows_per_call']:.1f} rows per call) alternates with the drain's "
+        f"claim of 10 ({stale['calls']} calls each).",
+        "",
+    ]
+    update = lat["update"]["p50_ms"]
+    drain = stale["drain"]["p50_ms"]
+    lines += table(
+        ["call", "p50 ms", "p99 ms", "p50 ratio", "ratio to"],
+        [
+            [
+                "claim, limit 1",
+                f"{lat['claim']['p50_ms']:.3f}",
+                f"{lat['claim']['p99_ms']:.3f}",
+                ratio(lat["claim"]["p50_ms"], update),
+                "guarded update",
+            ],
+            [
+                "guarded update (one row)",
+                f"{update:.3f}",
+                f"{lat['update']['p99_ms']:.3f}",
+                "1.00x",
+                "",
+            ],
+            [
+                "stale pass, limit 10",
+                f"{stale['stale']['p50_ms']:.3f}",
+                f"{stale['stale']['p99_ms']:.3f}",
+                ratio(stale["stale"]["p50_ms"], drain),
+                "drain claim",
+            ],
+            [
+                "drain claim, limit 10",
+                f"{drain:.3f}",
+                f"{stale['drain']['p99_ms']:.3f}",
+                "1.00x",
+                "",
+            ],
+        ],
+    )
+    curve = data["history_curve"]
+    base = curve[0]
+    lines += [
+        "",
+        "**Claim cost against history** (default path, claim of 10, p50 over "
+        "claims after the first; the first size measured again at the end to show drift):",
+        "",
+        *table(
+            ["done rows", "pending", "first claim ms", "p50 ms", "p99 ms", "vs first size"],
+            [
+                [
+                    f"{e['history']:,}{' (again)' if e['again'] else ''}",
+                    f"{e['pending']:,}",
+                    f"{e['first_ms']:.0f}",
+                    f"{e['p50_ms']:.3f}",
+                    f"{e['p99_ms']:.3f}",
+                    ratio(e["p50_ms"], base["p50_ms"]),
+                ]
+                for e in curve
+            ],
+        ),
+    ]
+    lines += ["", *_sqlite_table(data)]
+    lines += [
+        "",
+        "Generic plans (`explain_claim(generic=True)`), first scan node: drain claim "
+        f"`{stale['plan_drain']}`; stale pass `{stale['plan_stale']}`; limit 1 `{lat['plan']}`; "
+        + "; ".join(f"{e['history']:,} done rows `{e['plan']}`" for e in curve if not e["again"])
+        + ".",
+    ]
+    return "\n".join(lines)
+
+
+def _sqlite_table(data: dict[str, Any]) -> list[str]:
+    from bench.report_format import ratio, table
+
+    sq = data["sqlite"]
+    hand = sqlite_rate(data, "sql")
+    labels = {
+        "recipe": "store, recipe (first claim declares the set)",
+        "declared": "store, declared set",
+        "sql": "sqlite3, hand-made partial index (`INDEXED BY`)",
+    }
+    return [
+        f"**SQLite, one process**, {sq['pending']:,} pending over {sq['history']:,} done rows, "
+        f"batch {sq['batch']}, mean of {len(sq['drains']['sql'])} drain(s) per variant "
+        "(order rotating):",
+        "",
+        *table(
+            ["drain", "rows/s", "first claim ms", "÷ hand-written"],
+            [
+                [
+                    labels[v],
+                    f"{sqlite_rate(data, v):,.0f}",
+                    f"{max(d['first_ms'] for d in sq['drains'][v]):.0f}",
+                    ratio(sqlite_rate(data, v), hand),
+                ]
+                for v in aged_sqlite.VARIANTS
+            ],
+        ),
+    ]
