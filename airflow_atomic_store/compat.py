@@ -8,6 +8,8 @@ then at the old one (checked against the 3.0.6, 3.1.8, 3.2.2 and 3.3.2 wheels):
 * ``SkipMixin``: ``airflow.sdk`` from 3.2; before, ``airflow.providers.standard.utils.skipmixin``.
 * ``AirflowNotFoundException``, ``AirflowFailException``: ``airflow.sdk.exceptions``
   from 3.2; before, ``airflow.exceptions``.
+* ``PostgresHook``: the PostgreSQL provider's, connecting with psycopg 3 also on 3.0
+  (where SQLAlchemy 1.4 would make it pick psycopg2); loaded on first use.
 
 Importing this module refuses an Airflow older than :data:`MIN_AIRFLOW_VERSION`
 with a ``RuntimeError``, as Airflow's own providers do. The store layer
@@ -17,7 +19,7 @@ with a ``RuntimeError``, as Airflow's own providers do. The store layer
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import airflow
 
@@ -51,6 +53,7 @@ def check_airflow_version(version: str) -> None:
 check_airflow_version(airflow.__version__)
 
 if TYPE_CHECKING:  # type checkers see the newest line's names
+    from airflow.providers.postgres.hooks.postgres import PostgresHook
     from airflow.sdk import BaseHook, SkipMixin
     from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 else:
@@ -69,11 +72,46 @@ else:
     except ImportError:
         from airflow.exceptions import AirflowFailException, AirflowNotFoundException
 
+
+def __getattr__(name: str) -> Any:
+    # ``PostgresHook`` is built on first use: the PostgreSQL provider loads only when a
+    # postgres connection is opened.
+    if name == "PostgresHook":
+        globals()[name] = hook = _postgres_hook()
+        return hook
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _postgres_hook() -> type[Any]:
+    """The PostgreSQL provider's hook, made to connect with psycopg 3 on every line.
+
+    The provider picks psycopg 3 only under SQLAlchemy 2; Airflow 3.0 requires
+    SQLAlchemy 1.4, so there it would pick psycopg2. The store needs psycopg 3, and
+    the connection arguments (host, IAM token, extras...) are the same for both
+    drivers, so on 3.0 only the final connect is swapped.
+    """
+    from airflow.providers.postgres.hooks import postgres
+
+    if getattr(postgres, "USE_PSYCOPG3", True):
+        return postgres.PostgresHook
+
+    class PostgresHook(postgres.PostgresHook):
+        def _create_connection(self, conn_args: dict[str, Any]) -> Any:
+            import psycopg
+
+            # A "cursor" extra becomes a psycopg2 cursor class; the store sets its own rows.
+            conn_args = {k: v for k, v in conn_args.items() if k != "cursor_factory"}
+            return psycopg.connect(**conn_args)
+
+    return PostgresHook
+
+
 __all__ = [
     "MIN_AIRFLOW_VERSION",
     "AirflowFailException",
     "AirflowNotFoundException",
     "BaseHook",
+    "PostgresHook",
     "SkipMixin",
     "check_airflow_version",
 ]

@@ -5,6 +5,8 @@
     │                                raised before any I/O, retrying cannot fix it
     ├── MutationError                a mutation cannot apply to the stored value;
     │                                nothing was written, retrying cannot fix it
+    ├── IdempotencyKeyError          an idempotency key was reused for another
+    │                                primitive, table or row; nothing was written
     ├── ConnectionConfigError        the Airflow connection is missing or unusable
     └── StoreUnavailableError        the database could not be reached or the
                                      statement failed for a transient reason;
@@ -40,6 +42,19 @@ class MutationError(AtomicStoreError):
         self.field = field
         self.problem = problem
         super().__init__(f"{field}: {problem}")
+
+
+class IdempotencyKeyError(AtomicStoreError):
+    """An idempotency key was reused for another primitive, table or row; nothing was written."""
+
+    def __init__(self, key: str, primitive: str, table: str, target: str) -> None:
+        self.key = key
+        where = f"table {table!r}" + (f", row {target!r}" if target else "")
+        super().__init__(
+            f"idempotency key {key!r} was already used for another call than this "
+            f"{primitive} on {where}; a key serves one primitive on one row (or one "
+            "claim on one table): use a new key for a new call"
+        )
 
 
 class ConnectionConfigError(AtomicStoreError):

@@ -270,7 +270,7 @@ def _without_store_extras(conn: Connection) -> Connection:
 
 
 def _postgres_connector(conn_id: str, conn: Connection) -> Callable[[], Any]:
-    from airflow.providers.postgres.hooks.postgres import PostgresHook
+    from airflow_atomic_store.compat import PostgresHook
 
     pg_hook = PostgresHook(postgres_conn_id=conn_id, connection=conn)
 

@@ -34,6 +34,15 @@ from airflow_atomic_store.spec import (
 from airflow_atomic_store.spec.claim_sets import parse_claim_set
 from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE, Backend, ClaimSetGone
 from airflow_atomic_store.store.claim_sets import ClaimSetCatalog
+from airflow_atomic_store.store.receipts import (
+    DEFAULT_RETENTION_SECONDS,
+    PURGE_BATCH,
+    PURGE_EVERY,
+    Primitive,
+    Receipt,
+    parse_idempotency_key,
+    parse_retention,
+)
 
 _BACKENDS: dict[str, Callable[..., Backend]] = {}
 
@@ -91,6 +100,8 @@ class AtomicStore:
         index holding only the matching rows) the first time it serves a claim
         filter of ``equals``/``in`` conditions on a table, so queues do not slow
         down as their history grows (see :meth:`ensure_claim_index`).
+    :param receipt_retention: seconds an idempotency receipt is kept (default 7
+        days); within it, a call repeated with the same key replays its result.
     """
 
     def __init__(
@@ -102,6 +113,7 @@ class AtomicStore:
         statement_timeout: float | None = None,
         busy_timeout: float | None = None,
         auto_claim_sets: bool = True,
+        receipt_retention: float = DEFAULT_RETENTION_SECONDS,
     ) -> None:
         scheme = url.split("://", 1)[0].split("+", 1)[0] if "://" in url else ""
         factory = _BACKENDS.get(scheme)
@@ -116,18 +128,26 @@ class AtomicStore:
         }
         if busy_timeout is not None:
             options["busy_timeout"] = busy_timeout
-        self._use(factory(url, **options), auto_claim_sets)
+        self._use(factory(url, **options), auto_claim_sets, receipt_retention)
 
-    def _use(self, backend: Backend, auto_claim_sets: bool) -> None:
+    def _use(self, backend: Backend, auto_claim_sets: bool, receipt_retention: float) -> None:
         if not isinstance(auto_claim_sets, bool):
             raise SpecError("auto_claim_sets", f"must be true or false, got {auto_claim_sets!r}")
+        self._receipt_retention = parse_retention(receipt_retention)
+        self._keyed_calls = 0
         self._backend = backend
         self._claim_sets = ClaimSetCatalog(backend, automatic=auto_claim_sets)
 
     @classmethod
-    def from_backend(cls, backend: Backend, *, auto_claim_sets: bool = True) -> AtomicStore:
+    def from_backend(
+        cls,
+        backend: Backend,
+        *,
+        auto_claim_sets: bool = True,
+        receipt_retention: float = DEFAULT_RETENTION_SECONDS,
+    ) -> AtomicStore:
         store = cls.__new__(cls)
-        store._use(backend, auto_claim_sets)
+        store._use(backend, auto_claim_sets, receipt_retention)
         return store
 
     @classmethod
@@ -140,6 +160,7 @@ class AtomicStore:
         lock_timeout: float | None = None,
         statement_timeout: float | None = None,
         auto_claim_sets: bool = True,
+        receipt_retention: float = DEFAULT_RETENTION_SECONDS,
     ) -> AtomicStore:
         """A PostgreSQL store whose connections come from ``connect()``.
 
@@ -158,6 +179,7 @@ class AtomicStore:
                 statement_timeout=statement_timeout,
             ),
             auto_claim_sets=auto_claim_sets,
+            receipt_retention=receipt_retention,
         )
 
     # -- plain verbs ---------------------------------------------------------
@@ -201,18 +223,22 @@ class AtomicStore:
         match: str = "all",
         mutations: Any,
         return_fields: Sequence[str] | None = None,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Compare-and-set one row: apply ``mutations`` only if ``where`` holds.
 
         Never creates the row. A missing row or a failed guard gives
-        ``updated: False, value: None``.
+        ``updated: False, value: None``. With ``idempotency_key`` the call
+        applies at most once per key (see ``store/receipts.py``).
         """
         table, key = parse_table(table), parse_key(key)
         conditions, mode = parse_where(where), parse_match(match)
         parsed = _required_mutations(mutations, "mutations")
         fields = parse_return_fields(return_fields)
-        value = self._backend.update(table, key, conditions, mode, parsed)
-        return {"updated": value is not None, "value": project(value, fields), "key": key}
+        receipt = self._receipt(idempotency_key, "update", table, key)
+        value, replayed = self._backend.update(table, key, conditions, mode, parsed, receipt)
+        result = {"updated": value is not None, "value": project(value, fields), "key": key}
+        return _with_replayed(result, receipt, replayed)
 
     def atomic_claim(
         self,
@@ -226,12 +252,15 @@ class AtomicStore:
         limit: int = 10,
         return_fields: Sequence[str] | None = None,
         execution_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Claim up to ``limit`` rows matching ``where``, marking them in the same step.
 
         Two concurrent claims never return the same row. With ``mutations``
         None the rows get ``status: in_flight``, ``claimedAt: now`` and
         ``claimedBy: execution_id`` (a fresh unique id when none is given).
+        With ``idempotency_key`` a repeated call claims nothing more and returns
+        the batch the first call claimed.
         """
         table = parse_table(table)
         conditions, mode = parse_where(where), parse_match(match)
@@ -248,17 +277,19 @@ class AtomicStore:
             parsed = default_claim_mutations(execution_id or f"claim-{uuid.uuid4()}")
         else:
             parsed = _required_mutations(mutations, "mutations")
+        receipt = self._receipt(idempotency_key, "claim", table, "")
         written = {mutation.path.top_level for mutation in parsed}
         chosen = self._claim_sets.for_claim(
             table, conditions, mode, ordering.column, written=written, may_declare=True
         )
+        arguments = (table, conditions, mode, ordering, count, parsed)
         try:
-            rows = self._backend.claim(table, conditions, mode, ordering, count, parsed, chosen)
+            rows, replayed = self._backend.claim(*arguments, chosen, receipt)
         except ClaimSetGone:  # dropped by another process since this one listed it
             self._claim_sets.forget(table)
-            rows = self._backend.claim(table, conditions, mode, ordering, count, parsed)
+            rows, replayed = self._backend.claim(*arguments, None, receipt)
         claimed = [{"key": key, "value": project(value, fields)} for key, value in rows]
-        return {"claimed": claimed, "count": len(claimed)}
+        return _with_replayed({"claimed": claimed, "count": len(claimed)}, receipt, replayed)
 
     def atomic_upsert(
         self,
@@ -268,18 +299,37 @@ class AtomicStore:
         insert_value: dict[str, Any],
         mutations: Any = (),
         return_fields: Sequence[str] | None = None,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Insert ``insert_value`` if the row is absent, else apply ``mutations``.
 
         No mutations is seed-if-missing: the existing row is left alone and
-        returned. ``inserted`` tells which branch fired.
+        returned. ``inserted`` tells which branch fired. With
+        ``idempotency_key`` a repeated call returns the first call's result
+        (``inserted`` included) and applies nothing.
         """
         table, key = parse_table(table), parse_key(key)
         value = check_object(insert_value, "insert_value")
         parsed = parse_mutations(mutations)
         fields = parse_return_fields(return_fields)
-        inserted, result = self._backend.upsert(table, key, value, parsed)
-        return {"inserted": inserted, "value": project(result, fields), "key": key}
+        receipt = self._receipt(idempotency_key, "upsert", table, key)
+        (inserted, stored), replayed = self._backend.upsert(table, key, value, parsed, receipt)
+        result = {"inserted": inserted, "value": project(stored, fields), "key": key}
+        return _with_replayed(result, receipt, replayed)
+
+    # -- idempotency receipts ------------------------------------------------
+
+    def _receipt(
+        self, idempotency_key: str | None, primitive: Primitive, table: str, target: str
+    ) -> Receipt | None:
+        """The receipt a keyed call records; every so often, expired receipts go first."""
+        if idempotency_key is None:
+            return None
+        key = parse_idempotency_key(idempotency_key)
+        if self._keyed_calls % PURGE_EVERY == 0:
+            self._backend.purge_receipts(PURGE_BATCH)
+        self._keyed_calls += 1
+        return Receipt(key, primitive, table, target, self._receipt_retention)
 
     # -- claimable sets ------------------------------------------------------
 
@@ -372,6 +422,15 @@ class AtomicStore:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _with_replayed(
+    result: dict[str, Any], receipt: Receipt | None, replayed: bool
+) -> dict[str, Any]:
+    """Keyed calls say whether they applied (``replayed`` False) or replayed a receipt."""
+    if receipt is not None:
+        result["replayed"] = replayed
+    return result
 
 
 def _required_mutations(mutations: Any, field: str) -> tuple[Mutation, ...]:

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from airflow_atomic_store.exceptions import SpecError
 from airflow_atomic_store.spec import Condition, Mutation, Ordering
 from airflow_atomic_store.store.claim_sets import ChosenSet, SetStorage
+from airflow_atomic_store.store.receipts import Receipt
 
 Row = tuple[str, dict[str, Any]]
 
@@ -57,8 +58,13 @@ class Backend(SetStorage, Protocol):
         where: Sequence[Condition],
         match: str,
         mutations: Sequence[Mutation],
-    ) -> dict[str, Any] | None:
-        """The new value, or None when the row is missing or the guard failed."""
+        receipt: Receipt | None = None,
+    ) -> tuple[dict[str, Any] | None, bool]:
+        """``(new value, replayed)``: None when the row is missing or the guard failed.
+
+        With a ``receipt`` the effect applies at most once per key; a repeat applies
+        nothing and returns the recorded value with ``replayed`` True.
+        """
         ...
 
     def claim(
@@ -70,8 +76,12 @@ class Backend(SetStorage, Protocol):
         limit: int,
         mutations: Sequence[Mutation],
         claim_set: ChosenSet | None = None,
-    ) -> list[Row]:
-        """The claimed rows' new values, in claim order (may raise :class:`ClaimSetGone`)."""
+        receipt: Receipt | None = None,
+    ) -> tuple[list[Row], bool]:
+        """``(claimed rows' new values in claim order, replayed)``.
+
+        May raise :class:`ClaimSetGone`.
+        """
         ...
 
     def upsert(
@@ -80,8 +90,13 @@ class Backend(SetStorage, Protocol):
         key: str,
         insert_value: dict[str, Any],
         mutations: Sequence[Mutation],
-    ) -> tuple[bool, dict[str, Any]]:
-        """``(inserted, resulting value)``."""
+        receipt: Receipt | None = None,
+    ) -> tuple[tuple[bool, dict[str, Any]], bool]:
+        """``((inserted, resulting value), replayed)``."""
+        ...
+
+    def purge_receipts(self, limit: int) -> int:
+        """Remove up to ``limit`` expired receipts; how many went."""
         ...
 
     def explain_claim(

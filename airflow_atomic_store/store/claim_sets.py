@@ -32,9 +32,13 @@ State = Literal["ready", "building", "failed"]
 AUTOMATIC_SETS_PER_TABLE = 4
 #: Longest a claim waits for a set the store builds for it (PostgreSQL); a build
 #: that takes longer is abandoned and recorded as failed, and claims go on unindexed.
+#: (A build that would wait for other sessions' open transactions stands aside
+#: after 2 s instead, unrecorded, and is tried again later.)
 AUTOMATIC_BUILD_SECONDS = 30.0
 #: How long a process trusts its list of a table's sets when none serves a claim.
 REFRESH_SECONDS = 10.0
+#: How long a process waits before trying again to declare a set it could not build.
+RETRY_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,7 @@ class ClaimSetCatalog:
         candidate = automatic_claim_set(table, conditions, match, column, written)
         if candidate is None:
             return None
-        if now - self._attempted.get(candidate.identity, float("-inf")) < REFRESH_SECONDS:
+        if now - self._attempted.get(candidate.identity, float("-inf")) < RETRY_SECONDS:
             return None
         self._attempted[candidate.identity] = now
         if any(s.claim_set.identity == candidate.identity for s in self._sets[table]):

@@ -69,10 +69,12 @@ WRITES: dict[str, Callable[[AtomicStore], Any]] = {
     "update": lambda s: s.atomic_update("t", "locked", mutations=BUMP),
     "guarded-update": lambda s: s.atomic_update("t", "locked", where=PENDING, mutations=BUMP),
     "upsert": lambda s: s.atomic_upsert("t", "locked", insert_value={}, mutations=BUMP),
-    "seed": lambda s: s.atomic_upsert("t", "locked", insert_value={}),
     "put": lambda s: s.put("t", "locked", {"replaced": True}),
     "delete": lambda s: s.delete("t", "locked"),
 }
+
+
+SEED = lambda s: s.atomic_upsert("t", "locked", insert_value={})  # noqa: E731
 
 
 @pytest.fixture
@@ -102,6 +104,27 @@ def test_a_write_waiting_on_a_held_lock_fails_retryably_within_the_timeout(
         assert seeded.query("t") == before, "a failed wait wrote nothing"
         # The same store (and connection) works as soon as the lock is gone.
         write(waiting)
+
+
+def test_a_seed_of_a_held_row_only_reads_on_postgres_and_waits_for_the_writer_on_sqlite(
+    backend: str, store_url: str, seeded: AtomicStore
+) -> None:
+    """Seed-if-missing of an existing row writes nothing, so PostgreSQL takes no row lock."""
+    with store_with_timeout(backend, store_url, TIMEOUT) as waiting:
+        waiting.get("t", "free")
+        with lock_held(backend, store_url, "t", "locked"):
+            started = time.monotonic()
+            if backend == "sqlite":  # one writer at a time: the seed's transaction waits
+                with pytest.raises(StoreUnavailableError, match="locked"):
+                    SEED(waiting)
+                return
+            result = SEED(waiting)
+            assert time.monotonic() - started < TIMEOUT
+        assert result == {
+            "inserted": False,
+            "value": {"status": "pending", "n": 0},
+            "key": "locked",
+        }
 
 
 def test_a_lock_released_within_the_timeout_only_delays_the_write(

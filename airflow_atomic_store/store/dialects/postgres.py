@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -32,6 +33,7 @@ from airflow_atomic_store.store.backend import Row, check_storage_table
 from airflow_atomic_store.store.claim_sets import ChosenSet, Origin, StoredSet
 from airflow_atomic_store.store.compiler import WhereCompiler, order_sql
 from airflow_atomic_store.store.dialects import postgres_claim_sets as claim_sets
+from airflow_atomic_store.store.dialects import postgres_receipts as receipts
 from airflow_atomic_store.store.dialects import postgres_schema as schema
 from airflow_atomic_store.store.dialects.postgres_json import jsonb
 from airflow_atomic_store.store.dialects.postgres_where import (
@@ -42,6 +44,7 @@ from airflow_atomic_store.store.dialects.postgres_where import (
     substitute_positional,
     without_placeholders,
 )
+from airflow_atomic_store.store.receipts import Receipt
 
 Connect = Callable[[], psycopg.Connection[Any]]
 
@@ -64,6 +67,7 @@ class PostgresBackend:
         self._connect = connect
         self._table_name = check_storage_table(storage_table)
         self._table = sql.Identifier(self._table_name).as_string(None)
+        self._receipts = receipts.receipts_table(self._table_name)
         self._settings = {
             "lock_timeout": lock_timeout,
             "statement_timeout": statement_timeout,
@@ -115,30 +119,28 @@ class PostgresBackend:
         The check must read the catalogs afresh, not the session's catalog
         cache, or it repeats the first check's "missing" (see ``SCHEMA_PROBE``).
         """
-        if not any(self._schema_missing(connection)):
+        tables = schema.schema_tables(self._table_name)
+        missing_tables, functions_missing = self._schema_missing(connection, list(tables))
+        if not missing_tables and not functions_missing:
             return
         with connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (schema.SCHEMA_LOCK_ID,))
-            table_missing, sets_missing, functions_missing = self._schema_missing(connection)
-            if table_missing:
-                connection.execute(schema.table_ddl(self._table_name))
-            if sets_missing:
-                connection.execute(schema.sets_ddl(self._table_name))
+            missing_tables, functions_missing = self._schema_missing(connection, list(tables))
+            for name in tables:  # in order: the rows table first
+                if name in missing_tables:
+                    connection.execute(tables[name])
             if functions_missing:
                 connection.execute(schema.FUNCTIONS_DDL.encode())
 
-    def _schema_missing(self, connection: psycopg.Connection[Any]) -> tuple[bool, bool, bool]:
-        """(rows table, sets catalog, mutation functions) missing, as of this statement."""
+    def _schema_missing(
+        self, connection: psycopg.Connection[Any], tables: list[str]
+    ) -> tuple[list[str], bool]:
+        """(the tables missing, whether a mutation function is), as of this statement."""
         row = connection.execute(
-            schema.SCHEMA_PROBE,
-            {
-                "table": self._table_name,
-                "sets": f"{self._table_name}_claim_sets",
-                "functions": list(schema.FUNCTION_NAMES),
-            },
+            schema.SCHEMA_PROBE, {"tables": tables, "functions": list(schema.FUNCTION_NAMES)}
         ).fetchone()
         assert row is not None
-        return bool(row[0]), bool(row[1]), bool(row[2])
+        return list(row[0]), bool(row[1])
 
     @contextmanager
     def _cursor(self, *, many_rows: bool = False) -> Iterator[psycopg.Cursor[Any]]:
@@ -204,7 +206,10 @@ class PostgresBackend:
         automatic_limit: int,
     ) -> StoredSet | None:
         predicate = self._set_predicate(claim_set)
-        configured = self._settings["statement_timeout"]
+        restore = tuple(
+            f"{int(seconds * 1000)}ms" if seconds else "0"
+            for seconds in (self._settings["statement_timeout"], self._settings["lock_timeout"])
+        )
         with self._cursor() as cur:
             return claim_sets.build(
                 cur,
@@ -214,7 +219,7 @@ class PostgresBackend:
                 origin=origin,
                 timeout=timeout,
                 automatic_limit=automatic_limit,
-                restore_timeout=f"{int(configured * 1000)}ms" if configured else "0",
+                restore=restore,  # type: ignore[arg-type]
             )
 
     def drop_claim_set(self, name: str) -> bool:
@@ -247,6 +252,8 @@ class PostgresBackend:
                 apply=apply,
                 limit=sql.Literal(limit).as_string(None) if limit is not None else "",
                 table_filter=table_filter,
+                receipts=self._receipts,
+                direction=ordering.direction.upper() if ordering else "",
             )
             .encode()
         )
@@ -317,13 +324,20 @@ class PostgresBackend:
         where: Sequence[Condition],
         match: str,
         mutations: Sequence[Mutation],
-    ) -> dict[str, Any] | None:
+        receipt: Receipt | None = None,
+    ) -> tuple[dict[str, Any] | None, bool]:
         apply, mutation_params = _mutations_sql(mutations, "r.value")
-        statement, params = self._compile("update", where, match, apply=apply)
+        kind = "update" if receipt is None else "update+receipt"
+        statement, params = self._compile(kind, where, match, apply=apply)
         args = (*mutation_params, table, key, *params)
-        with self._cursor() as cur:
-            row = cur.execute(statement, args).fetchone()
-        return None if row is None else row[0]
+        if receipt is None:
+            with self._cursor() as cur:
+                row = cur.execute(statement, args).fetchone()
+            return (None if row is None else row[0]), False
+        outcome = self._keyed(statement, args, receipt, many_rows=False)
+        if outcome.recorded is not _NOTHING:
+            return outcome.recorded[0], True
+        return (outcome.rows[0][0] if outcome.rows else None), False
 
     def claim(
         self,
@@ -334,17 +348,25 @@ class PostgresBackend:
         limit: int,
         mutations: Sequence[Mutation],
         claim_set: ChosenSet | None = None,
-    ) -> list[Row]:
+        receipt: Receipt | None = None,
+    ) -> tuple[list[Row], bool]:
         apply, mutation_params = _mutations_sql(mutations, "t.value")
+        kind = "claim" if receipt is None else "claim+receipt"
         statement, params = self._compile_pick(
-            "claim", table, where, match, ordering, limit, claim_set, apply
+            kind, table, where, match, ordering, limit, claim_set, apply
         )
         args = (*params, *mutation_params, table)
-        with self._cursor(many_rows=limit > 1) as cur:
-            rows = cur.execute(statement, args).fetchall()
+        if receipt is None:
+            with self._cursor(many_rows=limit > 1) as cur:
+                rows = cur.execute(statement, args).fetchall()
+        else:
+            outcome = self._keyed(statement, args, receipt, many_rows=limit > 1)
+            if outcome.recorded is not _NOTHING:
+                return [(key, value) for key, value in outcome.recorded], True
+            rows = outcome.rows
         # RETURNING gives no order guarantee: restore claim order, ties by key.
         rows.sort(key=lambda row: (row[2], row[0]), reverse=ordering.direction == "desc")
-        return [(key, value) for key, value, _ in rows]
+        return [(key, value) for key, value, _ in rows], False
 
     def explain_claim(
         self,
@@ -385,37 +407,82 @@ class PostgresBackend:
         return "\n".join(row[0] for row in rows)
 
     def upsert(
-        self, table: str, key: str, insert_value: dict[str, Any], mutations: Sequence[Mutation]
-    ) -> tuple[bool, dict[str, Any]]:
-        if not mutations:
-            return self._seed(table, key, insert_value)
-        apply, mutation_params = _mutations_sql(mutations, "t.value")
-        args = (table, key, jsonb(insert_value), *mutation_params)
-        with self._cursor() as cur:
-            row = cur.execute(self._statement("upsert", "", None, apply), args).fetchone()
-        assert row is not None, "INSERT … ON CONFLICT DO UPDATE always returns the row"
-        value, inserted = row
-        return bool(inserted), value
+        self,
+        table: str,
+        key: str,
+        insert_value: dict[str, Any],
+        mutations: Sequence[Mutation],
+        receipt: Receipt | None = None,
+    ) -> tuple[tuple[bool, dict[str, Any]], bool]:
+        """``((inserted, value), replayed)``.
 
-    def _seed(
-        self, table: str, key: str, insert_value: dict[str, Any]
-    ) -> tuple[bool, dict[str, Any]]:
-        """Insert if absent, else read the row: a duplicate delivery writes nothing.
-
-        The statement finds no row only when the conflicting row was committed
-        after its snapshot was taken (``DO NOTHING`` waited for that insert), or
-        was deleted since; the next statement's snapshot settles either case.
+        Without mutations it is a seed: insert if absent, else read the row, so a
+        duplicate delivery writes nothing. The seed finds no row only when the
+        conflicting row was committed after its snapshot was taken (``DO NOTHING``
+        waited for that insert), or was deleted since; the next statement settles it.
         """
-        args = (table, key, jsonb(insert_value), table, key)
-        with self._cursor() as cur:
-            for _ in range(_SEED_ATTEMPTS):
-                row = cur.execute(self._statement("seed"), args).fetchone()
-                if row is not None:
-                    value, inserted = row
-                    return bool(inserted), value
+        if mutations:
+            apply, mutation_params = _mutations_sql(mutations, "t.value")
+            args: tuple[Any, ...] = (table, key, jsonb(insert_value), *mutation_params)
+            kind = "upsert"
+        else:
+            apply, args, kind = "", (table, key, jsonb(insert_value), table, key), "seed"
+        if receipt is not None:
+            kind += "+receipt"
+        statement = self._statement(kind, "", None, apply)
+        for _ in range(_SEED_ATTEMPTS):
+            if receipt is None:
+                with self._cursor() as cur:
+                    rows = cur.execute(statement, args).fetchall()
+            else:
+                outcome = self._keyed(statement, args, receipt, many_rows=False)
+                if outcome.recorded is not _NOTHING:
+                    inserted, value = outcome.recorded
+                    return (bool(inserted), value), True
+                rows = outcome.rows
+            if rows:
+                value, inserted = rows[0]
+                return (bool(inserted), value), False
         raise StoreUnavailableError(
             f"seed of {key!r} kept meeting a row inserted and deleted by others; try again"
         )
+
+    # -- receipts -----------------------------------------------------------
+
+    def _keyed(
+        self, statement: bytes, args: tuple[Any, ...], receipt: Receipt, *, many_rows: bool
+    ) -> _Keyed:
+        """Run a keyed statement; on a receipt conflict, read the recorded result instead.
+
+        An expired receipt is removed and the statement runs again: after its
+        retention a key is new.
+        """
+        arguments = (*args, *receipts.parameters(receipt))
+        while True:
+            with self._cursor(many_rows=many_rows) as cur:
+                try:
+                    return _Keyed(cur.execute(statement, arguments).fetchall(), _NOTHING)
+                except psycopg.Error as exc:
+                    if not receipts.is_conflict(exc, self._table_name):
+                        raise
+                recorded = receipts.recorded(cur, self._table_name, receipt)
+                if recorded is not None:
+                    return _Keyed([], recorded)
+
+    def purge_receipts(self, limit: int) -> int:
+        with self._cursor() as cur:
+            return receipts.purge(cur, self._table_name, limit)
+
+
+_NOTHING: Any = object()
+
+
+@dataclass(frozen=True)
+class _Keyed:
+    """A keyed statement's rows, or (``recorded`` set) the result a receipt holds."""
+
+    rows: list[Any]
+    recorded: Any
 
 
 def _mutations_sql(mutations: Sequence[Mutation], row: str) -> tuple[str, list[Any]]:
@@ -511,6 +578,38 @@ _PICK = (
     "ORDER BY {order} LIMIT {limit} FOR UPDATE SKIP LOCKED"
 )
 
+_UPDATE = (
+    "UPDATE {table} AS r SET value = {apply}, "
+    "record_timestamp = clock_timestamp() "
+    "WHERE r.table_name = %s AND r.key = %s AND {where} RETURNING r.value"
+)
+_CLAIM = (
+    "UPDATE {table} AS t SET value = {apply}, "
+    "record_timestamp = clock_timestamp() "
+    "FROM picked WHERE t.table_name = %s AND t.key = picked.key "
+    "RETURNING t.key, t.value, picked.claim_order"
+)
+_SEED = (
+    "inserted AS (INSERT INTO {table} (table_name, key, value) VALUES (%s, %s, %s) "
+    "ON CONFLICT (table_name, key) DO NOTHING RETURNING value), "
+    "effect AS (SELECT value, true AS inserted FROM inserted UNION ALL "
+    "SELECT value, false FROM {table} WHERE table_name = %s AND key = %s "
+    "AND NOT EXISTS (SELECT FROM inserted))"
+)
+_UPSERT = (
+    "INSERT INTO {table} AS t (table_name, key, value) VALUES (%s, %s, %s) "
+    "ON CONFLICT (table_name, key) DO UPDATE "
+    "SET value = {apply}, record_timestamp = clock_timestamp() "
+    "RETURNING t.value, (t.xmax = 0) AS inserted"
+)
+#: With an idempotency key, the receipt is written by the same statement as the effect;
+#: a receipt already under that key aborts the statement (``receipts.RECEIPT_CONFLICT``).
+_RECEIPT = (
+    "receipt AS (INSERT INTO {receipts} "
+    "(idempotency_key, primitive, table_name, target, result, expires_at) "
+    "SELECT %s, %s, %s, %s, {result}, clock_timestamp() + make_interval(secs => %s) {source})"
+)
+
 _STATEMENTS = {
     "put": (
         "INSERT INTO {table} AS t (table_name, key, value) VALUES (%s, %s, %s) "
@@ -523,30 +622,39 @@ _STATEMENTS = {
         "SELECT r.key, r.value FROM {table} AS r WHERE r.table_name = %s AND {where} "
         "ORDER BY {order} LIMIT %s"
     ),
-    "update": (
-        "UPDATE {table} AS r SET value = {apply}, "
-        "record_timestamp = clock_timestamp() "
-        "WHERE r.table_name = %s AND r.key = %s AND {where} RETURNING r.value"
-    ),
-    "claim": (
-        f"WITH picked AS MATERIALIZED ({_PICK}) "
-        "UPDATE {table} AS t SET value = {apply}, "
-        "record_timestamp = clock_timestamp() "
-        "FROM picked WHERE t.table_name = %s AND t.key = picked.key "
-        "RETURNING t.key, t.value, picked.claim_order"
-    ),
+    "update": _UPDATE,
+    "claim": f"WITH picked AS MATERIALIZED ({_PICK}) {_CLAIM}",
     "pick": _PICK,
-    "seed": (
-        "WITH inserted AS (INSERT INTO {table} (table_name, key, value) VALUES (%s, %s, %s) "
-        "ON CONFLICT (table_name, key) DO NOTHING RETURNING value) "
-        "SELECT value, true FROM inserted UNION ALL "
-        "SELECT value, false FROM {table} WHERE table_name = %s AND key = %s "
-        "AND NOT EXISTS (SELECT FROM inserted)"
+    "seed": f"WITH {_SEED} SELECT value, inserted FROM effect",
+    "upsert": _UPSERT,
+    "update+receipt": (
+        f"WITH effect AS ({_UPDATE}), "
+        + _RECEIPT.replace("{result}", "jsonb_build_array((SELECT value FROM effect))").replace(
+            "{source}", ""
+        )
+        + " SELECT value FROM effect"
     ),
-    "upsert": (
-        "INSERT INTO {table} AS t (table_name, key, value) VALUES (%s, %s, %s) "
-        "ON CONFLICT (table_name, key) DO UPDATE "
-        "SET value = {apply}, record_timestamp = clock_timestamp() "
-        "RETURNING t.value, (t.xmax = 0) AS inserted"
+    "claim+receipt": (
+        f"WITH picked AS MATERIALIZED ({_PICK}), effect AS ({_CLAIM}), "
+        + _RECEIPT.replace(
+            "{result}",
+            "COALESCE((SELECT jsonb_agg(jsonb_build_array(key, value) "
+            "ORDER BY claim_order {direction}, key {direction}) FROM effect), '[]'::jsonb)",
+        ).replace("{source}", "")
+        + " SELECT key, value, claim_order FROM effect"
+    ),
+    "seed+receipt": (
+        f"WITH {_SEED}, "
+        + _RECEIPT.replace("{result}", "jsonb_build_array(inserted, value)").replace(
+            "{source}", "FROM effect"
+        )
+        + " SELECT value, inserted FROM effect"
+    ),
+    "upsert+receipt": (
+        f"WITH effect AS ({_UPSERT}), "
+        + _RECEIPT.replace("{result}", "jsonb_build_array(inserted, value)").replace(
+            "{source}", "FROM effect"
+        )
+        + " SELECT value, inserted FROM effect"
     ),
 }

@@ -9,6 +9,7 @@ with ``pg_try_`` (a blocking wait would hold a snapshot the build waits for).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -22,8 +23,10 @@ from airflow_atomic_store.store.dialects.postgres_where import without_placehold
 
 #: Serialises index builds across processes (next to the schema lock's id).
 BUILD_LOCK_ID = schema.SCHEMA_LOCK_ID + 1
-#: A build given up on: cancelled by its time limit, or its waits hit ``lock_timeout``.
-_GIVEN_UP = (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable)
+#: Longest an automatic build waits for transactions that hold the table (writers
+#: whose transactions are still open): then it stands aside without a trace and
+#: is tried again later, so a claim never waits long behind someone's transaction.
+AUTOMATIC_LOCK_WAIT = "2s"
 
 INDEX_VALID = (
     "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
@@ -56,7 +59,7 @@ def build(
     origin: Origin,
     timeout: float | None,
     automatic_limit: int,
-    restore_timeout: str,
+    restore: tuple[str, str],
 ) -> StoredSet | None:
     """Record the set and build its index; see ``SetStorage.build_claim_set``."""
     name = claim_set.index_name(storage_table)
@@ -85,22 +88,26 @@ def build(
         if timeout is None:
             cursor.execute(create.encode())
             return _load_one(cursor, sets_table, name)
-        _set_statement_timeout(cursor, f"{int(timeout * 1000)}ms")
+        _set_timeouts(cursor, f"{int(timeout * 1000)}ms", AUTOMATIC_LOCK_WAIT)
         try:
             cursor.execute(create.encode())
-        except _GIVEN_UP as exc:
-            _set_statement_timeout(cursor, restore_timeout)
-            cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}".encode())
-            problem = (
-                f"the automatic build stopped after {timeout:g} s ({exc.sqlstate}); "
-                "declare the set with ensure_claim_index(), which waits for the build"
-            )
-            cursor.execute(
-                f"UPDATE {sets_table} SET problem = %s WHERE name = %s".encode(), (problem, name)
-            )
+        except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
+            # The invalid index it leaves is dropped now (within the same short waits),
+            # or by the next attempt.
+            with contextlib.suppress(psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable):
+                cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}".encode())
+            if isinstance(exc, psycopg.errors.QueryCanceled):
+                problem = (
+                    f"the automatic build took longer than {timeout:g} s; declare the set "
+                    "with ensure_claim_index(), which waits for the build"
+                )
+                cursor.execute(
+                    f"UPDATE {sets_table} SET problem = %s WHERE name = %s".encode(),
+                    (problem, name),
+                )
             return None
         finally:
-            _set_statement_timeout(cursor, restore_timeout)
+            _set_timeouts(cursor, *restore)
         return _load_one(cursor, sets_table, name)
     finally:
         cursor.execute("SELECT pg_advisory_unlock(%s)", (BUILD_LOCK_ID,))
@@ -166,7 +173,9 @@ def _load_one(cursor: psycopg.Cursor[Any], sets_table: str, name: str) -> Stored
     return stored_set(name, spec, origin, problem, bool(valid))
 
 
-def _set_statement_timeout(cursor: psycopg.Cursor[Any], value: str) -> None:
+def _set_timeouts(cursor: psycopg.Cursor[Any], statement: str, lock: str) -> None:
     cursor.execute(
-        sql.SQL("SELECT set_config('statement_timeout', {}, false)").format(sql.Literal(value))
+        sql.SQL(
+            "SELECT set_config('statement_timeout', {}, false), set_config('lock_timeout', {}, false)"
+        ).format(sql.Literal(statement), sql.Literal(lock))
     )

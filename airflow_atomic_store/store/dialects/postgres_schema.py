@@ -40,6 +40,21 @@ CREATE INDEX IF NOT EXISTS {created_index} ON {table} (table_name, created_at, k
 CREATE INDEX IF NOT EXISTS {record_index} ON {table} (table_name, record_timestamp, key);
 """
 
+#: Idempotency receipts (``store/receipts.py``); the expiry index serves the purge.
+RECEIPTS_DDL = """
+CREATE TABLE IF NOT EXISTS {receipts} (
+    idempotency_key text NOT NULL,
+    primitive text NOT NULL,
+    table_name text NOT NULL,
+    target text NOT NULL,
+    result jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    expires_at timestamptz NOT NULL,
+    CONSTRAINT {receipts_key} PRIMARY KEY (idempotency_key)
+);
+CREATE INDEX IF NOT EXISTS {expiry_index} ON {receipts} (expires_at);
+"""
+
 #: The catalog of claimable sets (``store/claim_sets.py``): one row per partial index.
 SETS_DDL = """
 CREATE TABLE IF NOT EXISTS {sets} (
@@ -199,8 +214,8 @@ FUNCTION_NAMES = (
     APPLY_FUNCTION,
 )
 
-#: Which parts of this release's schema are missing: (the rows table, the sets
-#: catalog, a function),
+#: Which parts of this release's schema are missing: (the tables among those
+#: named, whether any function is),
 #: looked up where unqualified names resolve (the search path).
 #:
 #: This reads the catalogs with the statement's own snapshot on purpose, not
@@ -217,15 +232,13 @@ WITH visible AS (
     SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = ANY (current_schemas(false))
 )
 SELECT
-    NOT EXISTS (
-        SELECT FROM pg_catalog.pg_class
-        WHERE relname = %(table)s AND relkind IN ('r', 'p')
-          AND relnamespace IN (SELECT oid FROM visible)
-    ),
-    NOT EXISTS (
-        SELECT FROM pg_catalog.pg_class
-        WHERE relname = %(sets)s AND relkind IN ('r', 'p')
-          AND relnamespace IN (SELECT oid FROM visible)
+    ARRAY(
+        SELECT name FROM unnest(%(tables)s::text[]) AS name
+        WHERE NOT EXISTS (
+            SELECT FROM pg_catalog.pg_class
+            WHERE relname = name AND relkind IN ('r', 'p')
+              AND relnamespace IN (SELECT oid FROM visible)
+        )
     ),
     (
         SELECT count(DISTINCT proname) FROM pg_catalog.pg_proc
@@ -234,13 +247,23 @@ SELECT
 """
 
 
+def schema_tables(table_name: str) -> dict[str, bytes]:
+    """Each table of one store (the rows, the sets catalog, the receipts) and its DDL."""
+    receipts = f"{table_name}_receipts"
+    return {
+        table_name: table_ddl(table_name),
+        f"{table_name}_claim_sets": SETS_DDL.format(sets=sets_table(table_name)).encode(),
+        receipts: RECEIPTS_DDL.format(
+            receipts=sql.Identifier(receipts).as_string(None),
+            receipts_key=sql.Identifier(f"{receipts}_pkey").as_string(None),
+            expiry_index=sql.Identifier(f"{receipts}_expiry_idx").as_string(None),
+        ).encode(),
+    }
+
+
 def sets_table(table_name: str) -> str:
     """The quoted name of the claimable-set catalog that belongs to a rows table."""
     return sql.Identifier(f"{table_name}_claim_sets").as_string(None)
-
-
-def sets_ddl(table_name: str) -> bytes:
-    return SETS_DDL.format(sets=sets_table(table_name)).encode()
 
 
 def table_ddl(table_name: str) -> bytes:

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,10 @@ from airflow_atomic_store.store.dialects.sqlite_where import (
     literal,
     register_functions,
 )
+from airflow_atomic_store.store.receipts import Receipt
 
 DEFAULT_BUSY_TIMEOUT = 60.0
+_NOTHING: Any = object()
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS {table} (
@@ -57,6 +60,16 @@ CREATE TABLE IF NOT EXISTS {table}_claim_sets (
     problem TEXT,
     created_at TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS {table}_receipts (
+    idempotency_key TEXT PRIMARY KEY,
+    primitive TEXT NOT NULL,
+    table_name TEXT NOT NULL,
+    target TEXT NOT NULL,
+    result TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {table}_receipts_expiry_idx ON {table}_receipts (expires_at);
 """
 
 #: ``{source}`` is the table, and with a claimable set ``INDEXED BY`` its index:
@@ -103,6 +116,19 @@ _STATEMENTS = {
         "problem = CASE WHEN excluded.origin = 'declared' THEN NULL ELSE problem END"
     ),
     "forget_set": "DELETE FROM {table}_claim_sets WHERE name = ?",
+    "read_receipt": (
+        "SELECT primitive, table_name, target, result, expires_at < ? "
+        "FROM {table}_receipts WHERE idempotency_key = ?"
+    ),
+    "forget_receipt": "DELETE FROM {table}_receipts WHERE idempotency_key = ?",
+    "record_receipt": (
+        "INSERT INTO {table}_receipts (idempotency_key, primitive, table_name, target, result, "
+        "created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    ),
+    "purge_receipts": (
+        "DELETE FROM {table}_receipts WHERE idempotency_key IN (SELECT idempotency_key "
+        "FROM {table}_receipts WHERE expires_at < ? ORDER BY expires_at LIMIT ?)"
+    ),
 }
 
 
@@ -168,11 +194,14 @@ class SqliteBackend:
             f"{self._table}_created_idx",
             f"{self._table}_record_idx",
             f"{self._table}_claim_sets",
+            f"{self._table}_receipts",
+            f"{self._table}_receipts_expiry_idx",
         }
         present = {
             name
             for (name,) in connection.execute(
-                "SELECT name FROM sqlite_master WHERE name IN (?, ?, ?, ?)", tuple(sorted(names))
+                f"SELECT name FROM sqlite_master WHERE name IN ({', '.join('?' * len(names))})",
+                tuple(sorted(names)),
             )
         }
         if present == names:
@@ -404,19 +433,23 @@ class SqliteBackend:
         where: Sequence[Condition],
         match: str,
         mutations: Sequence[Mutation],
-    ) -> dict[str, Any] | None:
+        receipt: Receipt | None = None,
+    ) -> tuple[dict[str, Any] | None, bool]:
         where_sql, params = self._where.compile(where, match)
         with self._transaction() as connection:
+            recorded = self._recorded(connection, receipt)
+            if recorded is not _NOTHING:
+                return recorded[0], True
             row = connection.execute(
                 self._statement("guarded", where_sql), (table, key, *params)
             ).fetchone()
-            if row is None:
-                return None
-            new_value = apply(mutations, json.loads(row[0]))
-            connection.execute(
-                self._statement("write"), (dumps(new_value), timestamps.now(), table, key)
-            )
-        return new_value
+            new_value = None if row is None else apply(mutations, json.loads(row[0]))
+            if new_value is not None:
+                connection.execute(
+                    self._statement("write"), (dumps(new_value), timestamps.now(), table, key)
+                )
+            self._record(connection, receipt, [new_value])
+        return new_value, False
 
     def claim(
         self,
@@ -427,8 +460,12 @@ class SqliteBackend:
         limit: int,
         mutations: Sequence[Mutation],
         claim_set: ChosenSet | None = None,
-    ) -> list[Row]:
+        receipt: Receipt | None = None,
+    ) -> tuple[list[Row], bool]:
         with self._transaction() as connection:
+            recorded = self._recorded(connection, receipt)
+            if recorded is not _NOTHING:
+                return [(key, value) for key, value in recorded], True
             picked = self._select(connection, table, where, match, ordering, limit, claim_set)
             claimed = [(key, apply(mutations, value)) for key, value in picked]
             now = timestamps.now()
@@ -436,22 +473,78 @@ class SqliteBackend:
                 self._statement("write"),
                 [(dumps(value), now, table, key) for key, value in claimed],
             )
-        return claimed
+            self._record(connection, receipt, [list(row) for row in claimed])
+        return claimed, False
 
     def upsert(
-        self, table: str, key: str, insert_value: dict[str, Any], mutations: Sequence[Mutation]
-    ) -> tuple[bool, dict[str, Any]]:
+        self,
+        table: str,
+        key: str,
+        insert_value: dict[str, Any],
+        mutations: Sequence[Mutation],
+        receipt: Receipt | None = None,
+    ) -> tuple[tuple[bool, dict[str, Any]], bool]:
         with self._transaction() as connection:
+            recorded = self._recorded(connection, receipt)
+            if recorded is not _NOTHING:
+                inserted, value = recorded
+                return (bool(inserted), value), True
             row = connection.execute(self._statement("get"), (table, key)).fetchone()
             now = timestamps.now()
             if row is None:
                 connection.execute(
                     self._statement("insert"), (table, key, dumps(insert_value), now, now)
                 )
-                return True, insert_value
-            current = json.loads(row[0])
-            if not mutations:
-                return False, current
-            new_value = apply(mutations, current)
-            connection.execute(self._statement("write"), (dumps(new_value), now, table, key))
-        return False, new_value
+                inserted, value = True, insert_value
+            else:
+                inserted, value = False, json.loads(row[0])
+                if mutations:
+                    value = apply(mutations, value)
+                    connection.execute(self._statement("write"), (dumps(value), now, table, key))
+            self._record(connection, receipt, [inserted, value])
+        return (inserted, value), False
+
+    # -- receipts -----------------------------------------------------------
+
+    def _recorded(self, connection: sqlite3.Connection, receipt: Receipt | None) -> Any:
+        """The result recorded under the receipt's key, inside the write transaction.
+
+        The transaction holds SQLite's write lock, so a concurrent call with the
+        same key waits and then finds this call's receipt. An expired receipt is
+        removed: after its retention a key is new.
+        """
+        if receipt is None:
+            return _NOTHING
+        row = connection.execute(
+            self._statement("read_receipt"), (timestamps.now(), receipt.key)
+        ).fetchone()
+        if row is None:
+            return _NOTHING
+        primitive, table, target, result, expired = row
+        if expired:
+            connection.execute(self._statement("forget_receipt"), (receipt.key,))
+            return _NOTHING
+        receipt.check_reuse(primitive, table, target)
+        return json.loads(result)
+
+    def _record(self, connection: sqlite3.Connection, receipt: Receipt | None, result: Any) -> None:
+        if receipt is None:
+            return
+        connection.execute(
+            self._statement("record_receipt"),
+            (
+                receipt.key,
+                receipt.primitive,
+                receipt.table,
+                receipt.target,
+                dumps(result),
+                timestamps.now(),
+                timestamps.shifted(timedelta(seconds=receipt.retention)),
+            ),
+        )
+
+    def purge_receipts(self, limit: int) -> int:
+        with self._transaction() as connection:
+            return connection.execute(
+                self._statement("purge_receipts"), (timestamps.now(), limit)
+            ).rowcount

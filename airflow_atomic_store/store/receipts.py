@@ -1,0 +1,60 @@
+"""Idempotency receipts: a primitive called with a key applies at most once per key.
+
+The receipt (the key, what it was used for, the call's raw result) is written
+in the same transaction as the effect, so a call that applied has a receipt
+and a call that did not apply has none. A later call with the key applies
+nothing and returns the recorded result; a concurrent one waits for the first
+to commit and then does the same. Receipts expire after a retention and are
+removed a bounded batch at a time by the calls that use keys: no daemon.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from airflow_atomic_store.exceptions import IdempotencyKeyError, SpecError
+from airflow_atomic_store.spec import check_text
+
+Primitive = Literal["update", "claim", "upsert"]
+
+#: Long enough to outlive Airflow's retry windows many times over (retries with
+#: exponential back-off, a task cleared and re-run the next day).
+DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600.0
+#: Expired receipts one purge removes, and how many keyed calls pass between purges.
+PURGE_BATCH = 500
+PURGE_EVERY = 100
+MAX_KEY_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What a keyed call records: the key and the one use it may be replayed for."""
+
+    key: str
+    primitive: Primitive
+    table: str
+    target: str  # the row key; claims have none
+    retention: float
+
+    def check_reuse(self, primitive: str, table: str, target: str) -> None:
+        """Raise unless a recorded use is this one: a key serves one primitive on one row."""
+        if (primitive, table, target) != (self.primitive, self.table, self.target):
+            raise IdempotencyKeyError(self.key, self.primitive, self.table, self.target)
+
+
+def parse_idempotency_key(key: object) -> str:
+    if not isinstance(key, str) or not key:
+        raise SpecError("idempotency_key", f"must be a non-empty string, got {key!r}")
+    check_text(key, "idempotency_key", "idempotency keys")
+    if len(key.encode()) > MAX_KEY_BYTES:
+        raise SpecError("idempotency_key", f"must be at most {MAX_KEY_BYTES} bytes in UTF-8")
+    return key
+
+
+def parse_retention(seconds: object) -> float:
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+        raise SpecError(
+            "receipt_retention", f"must be a positive number of seconds, got {seconds!r}"
+        )
+    return float(seconds)
