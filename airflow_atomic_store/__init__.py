@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_atomic_store.exceptions import (
     AtomicStoreError,
     ConnectionConfigError,
+    IdempotencyKeyError,
     MutationError,
     SpecError,
     StoreUnavailableError,
@@ -35,6 +36,7 @@ __all__ = [
     "AtomicUpdateOperator",
     "AtomicUpsertOperator",
     "ConnectionConfigError",
+    "IdempotencyKeyError",
     "MutationError",
     "SpecError",
     "StoreUnavailableError",

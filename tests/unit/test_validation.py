@@ -139,6 +139,7 @@ def test_the_public_api_is_pinned():
         "AtomicUpdateOperator",
         "AtomicUpsertOperator",
         "ConnectionConfigError",
+        "IdempotencyKeyError",
         "MutationError",
         "SpecError",
         "StoreUnavailableError",
