@@ -14,6 +14,7 @@ from typing import Any
 
 from airflow_atomic_store import AtomicStore
 from bench import loading
+from bench.handwritten import TEXT_FILTER, HandwrittenPostgres
 from bench.scenarios import latency
 from bench.sizes import Sizes
 from bench.timing import now, percentile, progress
@@ -60,10 +61,16 @@ def _summary(samples: list[float]) -> dict[str, float]:
 
 
 def claim_latency(url: str, sizes: Sizes) -> dict[str, Any]:
-    """Limit-1 claims on the aged queue against the latency scenario's guarded update."""
+    """Limit-1 claims on the aged queue against the latency scenario's guarded update.
+
+    The hand-written claim (hand-made partial index) and guarded update run in
+    the same rounds: their ratio is what this table layout allows.
+    """
     pending = sizes.aged_pending
-    load_aged(url, pending, pending * sizes.aged_history_factor)
-    calls = min(sizes.aged_latency_calls, pending - 100)
+    history = pending * sizes.aged_history_factor
+    loading.load_queue(url, pending + history, pending=pending, claim_index=False, hand_index=True)
+    calls = min(sizes.aged_latency_calls, (pending - 200) // 2)
+    sql = HandwrittenPostgres(url)
     with AtomicStore(url) as store:
         store.put(latency.TABLE, "tokens", {"tokens": 10**12})
         ops = {
@@ -73,21 +80,26 @@ def claim_latency(url: str, sizes: Sizes) -> dict[str, Any]:
             "update": lambda: store.atomic_update(
                 latency.TABLE, "tokens", where=latency.GUARD, mutations=latency.DECREMENT
             ),
+            "sql_claim": lambda: sql.claim(QUEUE, 1, "aged-latency", TEXT_FILTER),
+            "sql_update": lambda: sql.guarded_decrement(latency.TABLE, "tokens"),
         }
         first = _time(ops["claim"], 1)[0][0]  # declares the claimable set
         for op in ops.values():
             _time(op, 20)
         samples: dict[str, list[float]] = {name: [] for name in ops}
         per_round = max(1, calls // sizes.latency_rounds)
+        names = list(ops)
         for number in range(sizes.latency_rounds):
-            for name in ops if number % 2 == 0 else reversed(ops):
+            for name in names[number % 4 :] + names[: number % 4]:
                 samples[name] += _time(ops[name], per_round)[0]
+    sql.close()
     result: dict[str, Any] = {name: _summary(values) for name, values in samples.items()}
     result.update(calls=len(samples["claim"]), first_ms=first * 1000)
     result["plan"] = loading.claim_plan(url, 1, generic=True)
     progress(
         f"aged latency: claim p50 {result['claim']['p50_ms']:.3f} ms, "
-        f"guarded update p50 {result['update']['p50_ms']:.3f} ms"
+        f"guarded update p50 {result['update']['p50_ms']:.3f} ms; hand-written "
+        f"{result['sql_claim']['p50_ms']:.3f} / {result['sql_update']['p50_ms']:.3f} ms"
     )
     return result
 
