@@ -17,6 +17,7 @@ import pytest
 
 from airflow_atomic_store import compat
 from tests.airflow.dagrun import DagRunResult, new_dag
+from tests.support.postgres_server import PostgresServer
 
 
 @pytest.mark.parametrize("version", ["3.0.0", "3.0.6", "3.1.8", "3.3.2", "3.1.0rc1", "4.0.0.dev0"])
@@ -126,3 +127,20 @@ def test_the_fail_exception_fails_a_task_at_once_despite_retries(
     result = run_dag(dag)
     assert result.state_of("give_up") == "failed"
     assert result.try_number_of("give_up") == 1
+
+
+@pytest.mark.postgres
+def test_the_postgres_hook_connects_with_psycopg_3_on_every_line(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+    from airflow.providers.postgres.hooks.postgres import PostgresHook
+
+    monkeypatch.setenv("AIRFLOW_CONN_ATOMIC_STORE_COMPAT_PG", postgres_server.url)
+    assert issubclass(compat.PostgresHook, PostgresHook)
+    connection = compat.PostgresHook(postgres_conn_id="atomic_store_compat_pg").get_conn()
+    try:
+        assert isinstance(connection, psycopg.Connection)
+        assert connection.execute("select 1").fetchone() == (1,)
+    finally:
+        connection.close()
