@@ -13,12 +13,13 @@ PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; 
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null && { echo $$p; break; }; \
 	done)
 
-.PHONY: help venv demo test e2e lint fmt postgres-binaries clean distclean bench bench-quick
+.PHONY: help venv demo test e2e compat lint fmt postgres-binaries clean distclean bench bench-quick
 
 help:
 	@echo "make demo       run the recipe DAGs (Airflow dag.test) on an embedded SQLite store"
 	@echo "make test       ruff, mypy and pytest (SQLite and PostgreSQL tests)"
 	@echo "make e2e        a real Airflow deployment (PostgreSQL, LocalExecutor) runs the example DAGs"
+	@echo "make compat     the built wheel on every Airflow 3 line (venvs in .compat/); docs/compatibility.md"
 	@echo "make bench      benchmarks vs hand-written SQL and queues; writes docs/benchmarks.md"
 	@echo "make bench-quick the same at small sizes (about a minute); report in the temp dir"
 	@echo "make lint       ruff check, ruff format --check, mypy"
@@ -74,6 +75,13 @@ E2E_ARGS ?=
 e2e: venv postgres-binaries
 	$(BIN)/python -m e2e $(E2E_ARGS)
 
+# One venv per Airflow 3 line under .compat/ (reused while its pins in compat/ are unchanged),
+# the built wheel installed into each, the Airflow-layer and example-DAG tests run against it.
+# Only some lines: make compat COMPAT_ARGS="3.0 3.3"
+COMPAT_ARGS ?=
+compat: venv postgres-binaries
+	$(BIN)/python scripts/compat_matrix.py $(COMPAT_ARGS)
+
 # The bench extra (procrastinate, matplotlib, pyinstrument) is for benchmarks only.
 bench: venv postgres-binaries
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
@@ -84,7 +92,7 @@ bench-quick: venv postgres-binaries
 	$(BIN)/python -m bench --quick
 
 clean:
-	rm -rf .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis site build dist *.egg-info $(STAMP)
+	rm -rf .demo .compat .pytest_cache .mypy_cache .ruff_cache .hypothesis site build dist *.egg-info $(STAMP)
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
 
 distclean: clean
