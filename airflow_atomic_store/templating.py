@@ -60,6 +60,19 @@ def execution_id(context: Mapping[str, Any]) -> str:
     return f"{dag_run.dag_id}/{dag_run.run_id}"
 
 
+def task_instance_key(context: Mapping[str, Any], step: str | None = None) -> str:
+    """``"{dag_id}/{run_id}/{task_id}/{map_index}"``: one idempotency key per task instance.
+
+    The operators use it by default; a ``@task`` calling the hook passes it as
+    ``idempotency_key`` (with a ``step`` name for each of its calls) so that
+    Airflow's retries of that task instance replay instead of applying again.
+    It never includes the try number.
+    """
+    ti, dag_run = context["ti"], context["dag_run"]
+    key = f"{dag_run.dag_id}/{dag_run.run_id}/{ti.task_id}/{ti.map_index}"
+    return key if step is None else f"{key}/{step}"
+
+
 class AtomicNamespace:
     """What ``{{ atomic.… }}`` offers, frozen at one instant (see the module docstring)."""
 

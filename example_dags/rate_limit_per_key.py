@@ -32,7 +32,7 @@ from typing import Any
 from airflow.sdk import Param, dag, task
 
 from airflow_atomic_store import AtomicStoreHook, AtomicUpsertOperator, timestamps
-from airflow_atomic_store.templating import execution_id
+from airflow_atomic_store.templating import execution_id, task_instance_key
 
 
 @dag(
@@ -64,7 +64,7 @@ def rate_limit_per_key() -> None:
         params = context["params"]
         with AtomicStoreHook(params["conn_id"]) as hook:
             reserved_at = time.time()
-            slot, was_stale = reserve_slot(hook, params)
+            slot, was_stale = reserve_slot(hook, params, task_instance_key(context))
             while (wait := slot - time.time()) > 0:
                 time.sleep(wait)
             called_at = time.time()  # the external call would start here
@@ -84,8 +84,14 @@ def rate_limit_per_key() -> None:
 
 
 # [START reserve_slot]
-def reserve_slot(hook: AtomicStoreHook, params: dict[str, Any]) -> tuple[float, bool]:
-    """Take the next free slot of ``params["key"]``; say whether a stale slot was reset."""
+def reserve_slot(
+    hook: AtomicStoreHook, params: dict[str, Any], task_key: str
+) -> tuple[float, bool]:
+    """Take the next free slot of ``params["key"]``; say whether a stale slot was reset.
+
+    Both steps are keyed by the task instance (``task_key``), so a retry of the task
+    gets back the slot its first try reserved instead of reserving a second one.
+    """
     table, key, interval = params["table"], params["key"], params["interval_seconds"]
     now = time.time()
     # Reset-if-stale: a slot in the past moves up to now. The guard makes this move the
@@ -95,12 +101,14 @@ def reserve_slot(hook: AtomicStoreHook, params: dict[str, Any]) -> tuple[float, 
         key,
         where=[{"field": "nextSlotAt", "operator": "lt", "value": now}],
         mutations=[{"field": "nextSlotAt", "operation": "set", "value": now}],
+        idempotency_key=f"{task_key}/reset",
     )
     # Reserve: advance the next free slot by one interval; ours is the value advanced from.
     reserved = hook.atomic_update(
         table,
         key,
         mutations=[{"field": "nextSlotAt", "operation": "increment", "value": interval}],
+        idempotency_key=f"{task_key}/reserve",
     )
     if not reserved["updated"]:
         raise RuntimeError(f"no slot row for {key!r} in {table!r}: was it deleted?")

@@ -101,10 +101,17 @@ class AtomicStoreHook(BaseHook):
         match: str = "all",
         mutations: Any,
         return_fields: Sequence[str] | None = None,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Compare-and-set one row; see ``AtomicStore.atomic_update``."""
         return self.store.atomic_update(
-            table, key, where=where, match=match, mutations=mutations, return_fields=return_fields
+            table,
+            key,
+            where=where,
+            match=match,
+            mutations=mutations,
+            return_fields=return_fields,
+            idempotency_key=idempotency_key,
         )
 
     def atomic_claim(
@@ -119,6 +126,7 @@ class AtomicStoreHook(BaseHook):
         limit: int = 10,
         return_fields: Sequence[str] | None = None,
         execution_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Claim up to ``limit`` matching rows; see ``AtomicStore.atomic_claim``.
 
@@ -136,6 +144,7 @@ class AtomicStoreHook(BaseHook):
             limit=limit,
             return_fields=return_fields,
             execution_id=execution_id,
+            idempotency_key=idempotency_key,
         )
 
     def atomic_upsert(
@@ -146,10 +155,16 @@ class AtomicStoreHook(BaseHook):
         insert_value: dict[str, Any],
         mutations: Any = (),
         return_fields: Sequence[str] | None = None,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Insert if absent, else mutate; see ``AtomicStore.atomic_upsert``."""
         return self.store.atomic_upsert(
-            table, key, insert_value=insert_value, mutations=mutations, return_fields=return_fields
+            table,
+            key,
+            insert_value=insert_value,
+            mutations=mutations,
+            return_fields=return_fields,
+            idempotency_key=idempotency_key,
         )
 
     def get(self, table: str, key: str) -> dict[str, Any] | None:
@@ -226,7 +241,7 @@ class AtomicStoreHook(BaseHook):
 
 
 #: Connection extras that configure the store itself (never passed to the database driver).
-STORE_EXTRAS = ("auto_claim_sets",)
+STORE_EXTRAS = ("auto_claim_sets", "receipt_retention")
 
 
 def _open_store(conn_id: str, conn: Connection) -> AtomicStore:
@@ -256,6 +271,8 @@ def _store_options(conn_id: str, conn: Connection) -> dict[str, Any]:
                 f"got {value!r}"
             )
         options["auto_claim_sets"] = value
+    if "receipt_retention" in extras:  # seconds; the store validates it
+        options["receipt_retention"] = extras["receipt_retention"]
     return options
 
 

@@ -9,15 +9,26 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 from airflow.sdk import BaseOperator
 
 from airflow_atomic_store.compat import AirflowFailException, SkipMixin
-from airflow_atomic_store.exceptions import MutationError, SpecError
+from airflow_atomic_store.exceptions import IdempotencyKeyError, MutationError, SpecError
 from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
-from airflow_atomic_store.templating import AtomicNamespace, ensure_namespace, render_value
+from airflow_atomic_store.templating import (
+    AtomicNamespace,
+    ensure_namespace,
+    render_value,
+    task_instance_key,
+)
 
 if TYPE_CHECKING:
     import jinja2
     from airflow.sdk import Context
 
 _RETURN_KEY = "return_value"
+#: Errors a retry cannot fix: the task fails at once, without retries.
+_FINAL_ERRORS: dict[type[Exception], str] = {
+    SpecError: "invalid spec",
+    MutationError: "mutation cannot apply",
+    IdempotencyKeyError: "idempotency key reused",
+}
 
 
 class BaseAtomicOperator(BaseOperator, SkipMixin):
@@ -35,11 +46,17 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
       fails it normally so that ``retries`` apply.
     * ``short_circuit``: an empty result skips every downstream task; this task
       still succeeds and its ``return_value`` XCom still holds the result.
+    * retries: Airflow runs a task at least once. Each task instance calls its
+      primitive with the idempotency key ``{dag_id}/{run_id}/{task_id}/{map_index}``
+      (never the try number), so a retry after the store committed applies nothing
+      and replays the first try's result (``replayed: true``).
 
     :param conn_id: connection id of the store (templated).
     :param table: the logical table (templated).
     :param return_fields: keep only these top-level fields of returned values (templated).
     :param short_circuit: skip every downstream task when the result is empty.
+    :param idempotency_key: the key instead of the task instance's own (templated).
+    :param idempotent: False to apply the primitive on every try (no key at all).
     """
 
     template_fields_renderers: ClassVar[dict[str, str]] = {
@@ -57,6 +74,8 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
         table: str,
         return_fields: Sequence[str] | None = None,
         short_circuit: bool = False,
+        idempotency_key: str | None = None,
+        idempotent: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -64,6 +83,8 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
         self.table = table
         self.return_fields = return_fields
         self.short_circuit = short_circuit
+        self.idempotency_key = idempotency_key
+        self.idempotent = idempotent
 
     @property
     def inherits_from_skipmixin(self) -> bool:
@@ -103,20 +124,44 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
     def execute(self, context: Context) -> dict[str, Any]:
         namespace = ensure_namespace(cast("MutableMapping[str, Any]", context))
         try:
-            result = self.run_primitive(self.hook, namespace)
-        except (SpecError, MutationError) as exc:
-            kind = "invalid spec" if isinstance(exc, SpecError) else "mutation cannot apply"
+            key = self._key_for(context)
+            result = self.run_primitive(self.hook, namespace, key)
+        except (SpecError, MutationError, IdempotencyKeyError) as exc:
             raise AirflowFailException(
-                f"{self.task_id}: {kind}: {exc} (not retried: retrying cannot fix it)"
+                f"{self.task_id}: {_FINAL_ERRORS[type(exc)]}: {exc} "
+                "(not retried: retrying cannot fix it)"
             ) from exc
         finally:
             self.hook.close()
         self.log.info("%s", self.describe(result))
+        if result.get("replayed"):
+            self.log.info(
+                "replayed: an earlier try of this task instance already applied this %s "
+                "(idempotency key %r); nothing was applied again",
+                type(self).__name__,
+                key,
+            )
         if self.short_circuit and self.is_empty(result):
             self._skip_downstream(context, result)
         return result
 
-    def run_primitive(self, hook: AtomicStoreHook, atomic: AtomicNamespace) -> dict[str, Any]:
+    def _key_for(self, context: Context) -> str | None:
+        """The task instance's idempotency key: the same on every try of it."""
+        if not self.idempotent:
+            return None
+        if self.idempotency_key is None:
+            return task_instance_key(context)
+        if not isinstance(self.idempotency_key, str) or not self.idempotency_key.strip():
+            raise SpecError(
+                "idempotency_key",
+                f"rendered to {self.idempotency_key!r}; give a non-empty key, or "
+                "idempotent=False for none",
+            )
+        return self.idempotency_key
+
+    def run_primitive(
+        self, hook: AtomicStoreHook, atomic: AtomicNamespace, idempotency_key: str | None
+    ) -> dict[str, Any]:
         raise NotImplementedError
 
     def describe(self, result: Mapping[str, Any]) -> str:

@@ -85,6 +85,7 @@ class AtomicClaimOperator(BaseAtomicOperator):
         "direction",
         "limit",
         "return_fields",
+        "idempotency_key",
     )
 
     def __init__(
@@ -106,7 +107,9 @@ class AtomicClaimOperator(BaseAtomicOperator):
         self.direction = direction
         self.limit = limit
 
-    def run_primitive(self, hook: AtomicStoreHook, atomic: AtomicNamespace) -> dict[str, Any]:
+    def run_primitive(
+        self, hook: AtomicStoreHook, atomic: AtomicNamespace, idempotency_key: str | None
+    ) -> dict[str, Any]:
         return hook.atomic_claim(
             self.table,
             where=self.where,
@@ -117,6 +120,7 @@ class AtomicClaimOperator(BaseAtomicOperator):
             limit=self.limit,
             return_fields=self.return_fields,
             execution_id=atomic.execution_id,
+            idempotency_key=idempotency_key,
         )
 
     def describe(self, result: Mapping[str, Any]) -> str:

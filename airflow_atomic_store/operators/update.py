@@ -53,6 +53,7 @@ class AtomicUpdateOperator(BaseAtomicOperator):
         "match",
         "mutations",
         "return_fields",
+        "idempotency_key",
     )
 
     def __init__(
@@ -70,7 +71,9 @@ class AtomicUpdateOperator(BaseAtomicOperator):
         self.where = where
         self.match = match
 
-    def run_primitive(self, hook: AtomicStoreHook, atomic: AtomicNamespace) -> dict[str, Any]:
+    def run_primitive(
+        self, hook: AtomicStoreHook, atomic: AtomicNamespace, idempotency_key: str | None
+    ) -> dict[str, Any]:
         return hook.atomic_update(
             self.table,
             self.key,
@@ -78,6 +81,7 @@ class AtomicUpdateOperator(BaseAtomicOperator):
             match=self.match,
             mutations=self.mutations,
             return_fields=self.return_fields,
+            idempotency_key=idempotency_key,
         )
 
     def describe(self, result: Mapping[str, Any]) -> str:

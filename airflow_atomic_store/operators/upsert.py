@@ -45,6 +45,7 @@ class AtomicUpsertOperator(BaseAtomicOperator):
         "insert_value",
         "mutations",
         "return_fields",
+        "idempotency_key",
     )
 
     def __init__(
@@ -60,13 +61,16 @@ class AtomicUpsertOperator(BaseAtomicOperator):
         self.insert_value = insert_value
         self.mutations = mutations
 
-    def run_primitive(self, hook: AtomicStoreHook, atomic: AtomicNamespace) -> dict[str, Any]:
+    def run_primitive(
+        self, hook: AtomicStoreHook, atomic: AtomicNamespace, idempotency_key: str | None
+    ) -> dict[str, Any]:
         return hook.atomic_upsert(
             self.table,
             self.key,
             insert_value=self.insert_value,
             mutations=self.mutations or (),
             return_fields=self.return_fields,
+            idempotency_key=idempotency_key,
         )
 
     def describe(self, result: Mapping[str, Any]) -> str:

@@ -106,6 +106,7 @@ def test_short_circuit_skips_downstream_only_once_the_token_bucket_is_empty(
         "updated": True,
         "value": {"tokens": 0},
         "key": "external-api",
+        "replayed": False,  # operators call with the task instance's idempotency key
     }
     assert without.state == "success"
     assert without.states() == {
@@ -114,7 +115,12 @@ def test_short_circuit_skips_downstream_only_once_the_token_bucket_is_empty(
         "call_api": "skipped",
         "record": "skipped",
     }
-    assert without.xcom("take_token") == {"updated": False, "value": None, "key": "external-api"}
+    assert without.xcom("take_token") == {
+        "updated": False,
+        "value": None,
+        "key": "external-api",
+        "replayed": False,
+    }
     with AtomicStore(store_url) as store:
         assert store.get("rate_limits", "external-api") == {"tokens": 0}
     assert "inserted key 'external-api' into rate_limits" in logs
@@ -172,6 +178,11 @@ def test_short_circuit_applies_to_every_primitive_and_only_on_empty_results(
     assert run.state_of("row_missing_after") == "skipped"
     # A short-circuiting task still publishes its (empty) result.
     assert run.xcom("lease_held")["inserted"] is False
-    assert run.xcom("queue_empty") == {"claimed": [], "count": 0}
-    assert run.xcom("row_missing") == {"updated": False, "value": None, "key": "nobody"}
+    assert run.xcom("queue_empty") == {"claimed": [], "count": 0, "replayed": False}
+    assert run.xcom("row_missing") == {
+        "updated": False,
+        "value": None,
+        "key": "nobody",
+        "replayed": False,
+    }
     assert run.xcom("queue_has_work")["count"] == 1

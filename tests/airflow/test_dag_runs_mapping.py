@@ -97,7 +97,12 @@ def test_the_guard_refuses_rows_that_another_run_claimed(
 
     run = run_dag(dag)
 
-    assert run.xcom("mark_done", map_index=0) == {"updated": False, "value": None, "key": "theirs"}
+    assert run.xcom("mark_done", map_index=0) == {
+        "updated": False,
+        "value": None,
+        "key": "theirs",
+        "replayed": False,
+    }
     with AtomicStore(store_url) as store:
         assert store.get("pending_ops", "theirs") == {
             "status": "in_flight",
@@ -109,7 +114,7 @@ def test_an_empty_queue_maps_to_no_tasks(run_dag: RunDag, store_conn: str, dag_i
     run = run_dag(dispatcher(dag_id, store_conn, limit=10))
 
     assert run.state == "success"
-    assert run.xcom("drain") == {"claimed": [], "count": 0}
+    assert run.xcom("drain") == {"claimed": [], "count": 0, "replayed": False}
     assert run.xcom("drain_claimed") == []
     assert run.mapped_indexes("process") == run.mapped_indexes("mark_done") == []
     assert run.state_of("process") == run.state_of("mark_done") == "skipped"

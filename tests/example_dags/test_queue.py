@@ -68,7 +68,7 @@ def test_the_dispatcher_drains_a_fifo_batch_and_marks_each_row_done_or_failed(
     assert {key for (task, _, key) in batch.xcoms if task == "process"} == {"return_value"}
     assert [row["key"] for row in rest.xcom("drain")["claimed"]] == ["op-3"]
     # An empty queue is a no-op success: nothing claimed, no task mapped.
-    assert empty.xcom("drain") == {"claimed": [], "count": 0}
+    assert empty.xcom("drain") == {"claimed": [], "count": 0, "replayed": False}
     assert empty.mapped_indexes("process") == []
     queued, effects = (
         stored_rows(store_url, "pending_ops"),

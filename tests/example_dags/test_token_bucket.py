@@ -31,7 +31,12 @@ def test_callers_take_tokens_until_the_bucket_is_empty_then_back_off_until_the_r
     assert [run.state_of("back_off") for run in callers] == ["skipped", "skipped", "success"]
     assert [run.xcom("take_token")["updated"] for run in callers] == [True, True, False]
     assert callers[1].xcom("call_api") == "called the API; 0 token(s) left in this window"
-    assert callers[2].xcom("take_token") == {"updated": False, "value": None, "key": "partner-api"}
+    assert callers[2].xcom("take_token") == {
+        "updated": False,
+        "value": None,
+        "key": "partner-api",
+        "replayed": False,
+    }
     assert callers[2].xcom("back_off") == (
         "bucket partner-api is empty: backing off until the next refill"
     )
