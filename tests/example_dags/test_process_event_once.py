@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from airflow_atomic_store import AtomicStore
@@ -60,3 +62,27 @@ def test_a_run_without_an_event_id_fails_before_touching_the_store(
     assert run.state_of("first_delivery") == "failed"
     with AtomicStore(store_url) as store:
         assert store.query("processed_events") == []
+
+
+def _lost_after_commit(context: Any, result: Any = None) -> None:
+    if context["ti"].try_number == 1:
+        raise RuntimeError("the worker was lost after the upsert committed")
+
+
+def test_a_delivery_retried_after_its_upsert_committed_is_handled_exactly_once(
+    run_dag: RunDag, conf: dict[str, Any], store_url: str
+) -> None:
+    """The retry replays ``inserted: true``: its own first try is not a duplicate."""
+    dag = copy.deepcopy(example_dag("process_event_once"))
+    upsert = dag.get_task("first_delivery")
+    upsert.retries, upsert.retry_delay = 1, timedelta(0)
+    upsert.post_execute = _lost_after_commit
+
+    run = run_dag(dag, conf={**conf, "event_id": "evt-7", "payload": {"amount": 1}})
+
+    assert run.try_number_of("first_delivery") == 2
+    assert run.xcom("first_delivery")["replayed"] is True
+    assert (run.state_of("handle_event"), run.state_of("skip_duplicate")) == ("success", "skipped")
+    assert run.xcom("handle_event") == "handled evt-7"
+    with AtomicStore(store_url) as store:
+        assert store.get("processed_events", "evt-7")["claimedBy"] == run.execution_id
