@@ -151,6 +151,18 @@ def _aged(aged: dict[str, Any]) -> list[Check]:
     return checks
 
 
+def _idempotency(idempotency: dict[str, Any]) -> list[Check]:
+    return [
+        (
+            f"{e['operation']} with an idempotency key ≤ 1.3x the same call without one (p50)",
+            f"{e['keyed']['p50_ms']:.3f} vs {e['plain']['p50_ms']:.3f} ms = "
+            f"{e['keyed']['p50_ms'] / e['plain']['p50_ms']:.2f}x",
+            e["keyed"]["p50_ms"] <= 1.3 * e["plain"]["p50_ms"],
+        )
+        for e in idempotency["operations"]
+    ]
+
+
 def check(data: dict[str, Any]) -> list[Check]:
     checks: list[Check] = []
     if "claim" in data:
@@ -163,4 +175,6 @@ def check(data: dict[str, Any]) -> list[Check]:
         checks += _scale(data["scale"])
     if "aged" in data:
         checks += _aged(data["aged"])
+    if "idempotency" in data:
+        checks += _idempotency(data["idempotency"])
     return checks

@@ -1,4 +1,4 @@
-"""The scenarios of issues 5 and 10 (aged queue), by the name the command line uses.
+"""The scenarios of issues 5, 10 (aged queue) and 11 (idempotency keys), by the name the command line uses.
 
 Each scenario module has ``TITLE``, ``run(env, sizes) -> dict`` (plain JSON
 data: measurements with their baselines) and ``section(data) -> str`` (its
@@ -14,6 +14,7 @@ from bench.scenarios import (
     airflow_dag,
     claim_throughput,
     hot_key,
+    idempotency,
     latency,
     scale,
     sqlite_default,
@@ -27,4 +28,5 @@ SCENARIOS: dict[str, ModuleType] = {
     "sqlite": sqlite_default,
     "airflow": airflow_dag,
     "aged": aged_queue,
+    "idempotency": idempotency,
 }

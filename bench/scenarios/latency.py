@@ -56,7 +56,7 @@ def _ops(store: AtomicStore, sql: HandwrittenPostgres) -> dict[str, tuple[Op, Op
     }
 
 
-def _measure(op: Op, calls: int) -> list[float]:
+def measure(op: Op, calls: int) -> list[float]:
     samples = []
     for _ in range(calls):
         start = now()
@@ -79,11 +79,11 @@ def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[st
         per_round = max(1, sizes.latency_calls // sizes.latency_rounds)
         results = []
         for name, (store_op, sql_op) in _ops(store, sql).items():
-            _measure(store_op, 20), _measure(sql_op, 20)  # warm caches and prepared statements
+            measure(store_op, 20), measure(sql_op, 20)  # warm caches and prepared statements
             samples: dict[str, list[float]] = {"store": [], "sql": []}
             for _ in range(sizes.latency_rounds):
-                samples["store"] += _measure(store_op, per_round)
-                samples["sql"] += _measure(sql_op, per_round)
+                samples["store"] += measure(store_op, per_round)
+                samples["sql"] += measure(sql_op, per_round)
             entry = {"operation": name, "calls": len(samples["store"])}
             for variant, values in samples.items():
                 entry[variant] = {
