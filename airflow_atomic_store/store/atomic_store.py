@@ -203,13 +203,13 @@ class AtomicStore:
         direction: str = "asc",
         limit: int = 100,
     ) -> list[dict[str, Any]]:
-        rows = self._backend.query(
-            parse_table(table),
-            parse_where(where),
-            parse_match(match),
-            parse_ordering(order_by, direction),
-            parse_limit(limit, QUERY_LIMIT),
-        )
+        table = parse_table(table)
+        conditions, mode = parse_where(where), parse_match(match)
+        ordering = parse_ordering(order_by, direction)
+        count = parse_limit(limit, QUERY_LIMIT)
+        if ordering.column == "record_timestamp":
+            self._claim_sets.ensure_record_order()
+        rows = self._backend.query(table, conditions, mode, ordering, count)
         return [{"key": key, "value": value} for key, value in rows]
 
     # -- atomic primitives ---------------------------------------------------
@@ -282,6 +282,8 @@ class AtomicStore:
         chosen = self._claim_sets.for_claim(
             table, conditions, mode, ordering.column, written=written, may_declare=True
         )
+        if chosen is None and ordering.column == "record_timestamp":
+            self._claim_sets.ensure_record_order()
         arguments = (table, conditions, mode, ordering, count, parsed)
         try:
             rows, replayed = self._backend.claim(*arguments, chosen, receipt)

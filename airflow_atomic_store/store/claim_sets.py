@@ -103,6 +103,14 @@ class SetStorage(Protocol):
 
     def drop_claim_set(self, name: str) -> bool: ...
 
+    def ensure_record_index(self, *, timeout: float) -> bool:
+        """The ``(table_name, record_timestamp, key)`` index; False if not built now.
+
+        Built on first use of ``orderBy: recordTimestamp``, as an automatic set is:
+        without waiting for another process's build, within ``timeout``.
+        """
+        ...
+
 
 class ClaimSetCatalog:
     """One process's view of a store's claimable sets, with the automatic policy."""
@@ -113,6 +121,8 @@ class ClaimSetCatalog:
         self._sets: dict[str, list[StoredSet]] = {}
         self._checked: dict[str, float] = {}
         self._attempted: dict[str, float] = {}
+        self._record_index_ready = False
+        self._record_index_tried = float("-inf")
 
     def declare(self, claim_set: ClaimSet) -> StoredSet:
         built = self._storage.build_claim_set(
@@ -134,6 +144,16 @@ class ClaimSetCatalog:
     def forget(self, table: str) -> None:
         self._sets.pop(table, None)
         self._checked.pop(table, None)
+
+    def ensure_record_order(self) -> None:
+        """Build the ``record_timestamp`` index once something orders by it (see ``SetStorage``)."""
+        now = time.monotonic()
+        if self._record_index_ready or now - self._record_index_tried < RETRY_SECONDS:
+            return
+        self._record_index_tried = now
+        self._record_index_ready = self._storage.ensure_record_index(
+            timeout=AUTOMATIC_BUILD_SECONDS
+        )
 
     def for_claim(
         self,

@@ -18,7 +18,7 @@ from psycopg.types.json import Jsonb
 from airflow_atomic_store import AtomicStore, SpecError
 from airflow_atomic_store.spec import evaluate, parse_where
 from tests.support import workers
-from tests.support.physical import PHYSICAL_TABLE
+from tests.support.physical import PHYSICAL_TABLE, index_names
 from tests.support.processes import run_in_processes
 
 PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
@@ -257,3 +257,16 @@ def test_a_repeated_postgres_claim_settles_on_a_generic_plan_that_walks_the_set(
         finally:
             cursor.execute("DEALLOCATE generic_claim")
             cursor.execute("RESET plan_cache_mode")
+
+
+def test_the_record_timestamp_index_is_built_only_once_something_orders_by_it(store, store_url):
+    """Every write moves ``record_timestamp``: its index is one more entry per row version."""
+    record_index = f"{PHYSICAL_TABLE}_record_idx"
+    _aged_queue(store, done=10, pending=5)
+    store.ensure_claim_index(table="queue", where=PENDING, order_by="recordTimestamp")
+    claimed = store.atomic_claim("queue", where=PENDING, order_by="recordTimestamp", limit=2)
+    assert [row["key"] for row in claimed["claimed"]] == ["00010", "00011"]
+    assert record_index not in index_names(store_url)  # the set served that claim
+    newest = store.query("queue", order_by="recordTimestamp", direction="desc", limit=1)
+    assert [row["key"] for row in newest] == ["00011"]
+    assert record_index in index_names(store_url)

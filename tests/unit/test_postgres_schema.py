@@ -7,6 +7,7 @@ import re
 from airflow_atomic_store.store.dialects.postgres_schema import (
     FUNCTION_NAMES,
     FUNCTIONS_DDL,
+    record_index,
     table_ddl,
 )
 
@@ -20,4 +21,7 @@ def test_the_table_and_index_names_are_quoted_as_created() -> None:
     ddl = table_ddl("Mixed_Case_Rows").decode()
     assert 'CREATE TABLE IF NOT EXISTS "Mixed_Case_Rows" (' in ddl
     assert '"Mixed_Case_Rows_created_idx" ON "Mixed_Case_Rows"' in ddl
-    assert '"Mixed_Case_Rows_record_idx" ON "Mixed_Case_Rows"' in ddl
+    assert "record_timestamp, key" not in ddl  # built when something orders by it
+    name, record_ddl = record_index("Mixed_Case_Rows")
+    assert name == "Mixed_Case_Rows_record_idx"
+    assert '"Mixed_Case_Rows_record_idx" ON "Mixed_Case_Rows"' in record_ddl.decode()

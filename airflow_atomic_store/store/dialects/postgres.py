@@ -206,10 +206,6 @@ class PostgresBackend:
         automatic_limit: int,
     ) -> StoredSet | None:
         predicate = self._set_predicate(claim_set)
-        restore = tuple(
-            f"{int(seconds * 1000)}ms" if seconds else "0"
-            for seconds in (self._settings["statement_timeout"], self._settings["lock_timeout"])
-        )
         with self._cursor() as cur:
             return claim_sets.build(
                 cur,
@@ -219,8 +215,27 @@ class PostgresBackend:
                 origin=origin,
                 timeout=timeout,
                 automatic_limit=automatic_limit,
-                restore=restore,  # type: ignore[arg-type]
+                restore=self._configured_timeouts(),
             )
+
+    def ensure_record_index(self, *, timeout: float) -> bool:
+        """The ``record_timestamp`` index, built the first time something orders by it."""
+        name, create = schema.record_index(self._table_name)
+        with self._cursor() as cur, claim_sets.build_lock(cur, wait=False) as held:
+            if not held:
+                return False
+            outcome = claim_sets.build_concurrently(
+                cur, name, create.decode(), timeout=timeout, restore=self._configured_timeouts()
+            )
+        return outcome == "ready"
+
+    def _configured_timeouts(self) -> tuple[str, str]:
+        """This store's statement and lock timeouts, as ``set_config`` takes them."""
+        statement, lock = (
+            f"{int(seconds * 1000)}ms" if seconds else "0"
+            for seconds in (self._settings["statement_timeout"], self._settings["lock_timeout"])
+        )
+        return statement, lock
 
     def drop_claim_set(self, name: str) -> bool:
         with self._cursor() as cur:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Literal
 
 import psycopg
 from psycopg import sql
@@ -64,53 +65,80 @@ def build(
     """Record the set and build its index; see ``SetStorage.build_claim_set``."""
     name = claim_set.index_name(storage_table)
     sets_table = schema.sets_table(storage_table)
-    while not cursor.execute("SELECT pg_try_advisory_lock(%s)", (BUILD_LOCK_ID,)).fetchone()[0]:  # type: ignore[index]
-        if timeout is not None:
+    index = sql.Identifier(name).as_string(None)
+    create = (
+        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON "
+        f"{sql.Identifier(storage_table).as_string(None)} ({claim_set.column}, key) "
+        f"WHERE {without_placeholders(predicate)}"
+    )
+    with build_lock(cursor, wait=timeout is None) as held:
+        if not held:
             return None  # another process is building: claim without waiting for it
-        time.sleep(0.05)
-    try:
         if origin == "automatic" and not _may_add_automatic(
             cursor, sets_table, claim_set, name, automatic_limit
         ):
             return None
         _record(cursor, sets_table, name, claim_set, origin)
-        valid = cursor.execute(INDEX_VALID, (name,)).fetchone()
-        if valid is not None and valid[0]:
-            return _load_one(cursor, sets_table, name)
-        index = sql.Identifier(name).as_string(None)
-        if valid is not None:  # an interrupted build left an invalid index
-            cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}".encode())
-        create = (
-            f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON "
-            f"{sql.Identifier(storage_table).as_string(None)} ({claim_set.column}, key) "
-            f"WHERE {without_placeholders(predicate)}"
-        )
-        if timeout is None:
-            cursor.execute(create.encode())
-            return _load_one(cursor, sets_table, name)
-        _set_timeouts(cursor, f"{int(timeout * 1000)}ms", AUTOMATIC_LOCK_WAIT)
-        try:
-            cursor.execute(create.encode())
-        except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
-            # The invalid index it leaves is dropped now (within the same short waits),
-            # or by the next attempt.
-            with contextlib.suppress(psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable):
-                cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}".encode())
-            if isinstance(exc, psycopg.errors.QueryCanceled):
-                problem = (
-                    f"the automatic build took longer than {timeout:g} s; declare the set "
-                    "with ensure_claim_index(), which waits for the build"
-                )
-                cursor.execute(
-                    f"UPDATE {sets_table} SET problem = %s WHERE name = %s".encode(),
-                    (problem, name),
-                )
-            return None
-        finally:
-            _set_timeouts(cursor, *restore)
-        return _load_one(cursor, sets_table, name)
+        outcome = build_concurrently(cursor, name, create, timeout=timeout, restore=restore)
+        if outcome == "too slow":
+            problem = (
+                f"the automatic build took longer than {timeout:g} s; declare the set "
+                "with ensure_claim_index(), which waits for the build"
+            )
+            cursor.execute(
+                f"UPDATE {sets_table} SET problem = %s WHERE name = %s".encode(), (problem, name)
+            )
+        return _load_one(cursor, sets_table, name) if outcome == "ready" else None
+
+
+@contextlib.contextmanager
+def build_lock(cursor: psycopg.Cursor[Any], *, wait: bool) -> Iterator[bool]:
+    """The cross-process index-build lock: yields whether it is held (without ``wait``, maybe not)."""
+    while not cursor.execute("SELECT pg_try_advisory_lock(%s)", (BUILD_LOCK_ID,)).fetchone()[0]:  # type: ignore[index]
+        if not wait:
+            yield False
+            return
+        time.sleep(0.05)
+    try:
+        yield True
     finally:
         cursor.execute("SELECT pg_advisory_unlock(%s)", (BUILD_LOCK_ID,))
+
+
+def build_concurrently(
+    cursor: psycopg.Cursor[Any],
+    name: str,
+    create: str,
+    *,
+    timeout: float | None,
+    restore: tuple[str, str],
+) -> Literal["ready", "busy", "too slow"]:
+    """Build one index ``CONCURRENTLY`` (under the build lock), bounded when ``timeout`` is set.
+
+    An invalid index left by an interrupted build is rebuilt. With a timeout,
+    waits for other sessions' open transactions end after
+    ``AUTOMATIC_LOCK_WAIT`` ("busy": try again later) and the build itself
+    after ``timeout`` ("too slow"); the invalid index either leaves is dropped.
+    """
+    valid = cursor.execute(INDEX_VALID, (name,)).fetchone()
+    if valid is not None and valid[0]:
+        return "ready"
+    drop_it = f"DROP INDEX CONCURRENTLY IF EXISTS {sql.Identifier(name).as_string(None)}"
+    if valid is not None:  # an interrupted build left an invalid index
+        cursor.execute(drop_it.encode())
+    if timeout is None:
+        cursor.execute(create.encode())
+        return "ready"
+    _set_timeouts(cursor, f"{int(timeout * 1000)}ms", AUTOMATIC_LOCK_WAIT)
+    try:
+        cursor.execute(create.encode())
+        return "ready"
+    except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
+        with contextlib.suppress(psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable):
+            cursor.execute(drop_it.encode())
+        return "too slow" if isinstance(exc, psycopg.errors.QueryCanceled) else "busy"
+    finally:
+        _set_timeouts(cursor, *restore)
 
 
 def drop(cursor: psycopg.Cursor[Any], storage_table: str, name: str) -> bool:

@@ -37,8 +37,14 @@ CREATE TABLE IF NOT EXISTS {table} (
     PRIMARY KEY (table_name, key)
 );
 CREATE INDEX IF NOT EXISTS {created_index} ON {table} (table_name, created_at, key);
-CREATE INDEX IF NOT EXISTS {record_index} ON {table} (table_name, record_timestamp, key);
 """
+
+#: Built on first use of ``orderBy: recordTimestamp`` (``ORDER_INDEXES``), not with the
+#: table: every claim and update writes ``record_timestamp``, and an index on it is
+#: one more entry per row version that only ordering by it repays.
+RECORD_INDEX_DDL = (
+    "CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON {table} (table_name, record_timestamp, key)"
+)
 
 #: Idempotency receipts (``store/receipts.py``); the expiry index serves the purge.
 RECEIPTS_DDL = """
@@ -261,6 +267,15 @@ def schema_tables(table_name: str) -> dict[str, bytes]:
     }
 
 
+def record_index(table_name: str) -> tuple[str, bytes]:
+    """The name of the ``record_timestamp`` index of a rows table and its DDL."""
+    name = f"{table_name}_record_idx"
+    ddl = RECORD_INDEX_DDL.format(
+        index=sql.Identifier(name).as_string(None), table=sql.Identifier(table_name).as_string(None)
+    )
+    return name, ddl.encode()
+
+
 def sets_table(table_name: str) -> str:
     """The quoted name of the claimable-set catalog that belongs to a rows table."""
     return sql.Identifier(f"{table_name}_claim_sets").as_string(None)
@@ -271,5 +286,4 @@ def table_ddl(table_name: str) -> bytes:
     return TABLE_DDL.format(
         table=sql.Identifier(table_name).as_string(None),
         created_index=sql.Identifier(f"{table_name}_created_idx").as_string(None),
-        record_index=sql.Identifier(f"{table_name}_record_idx").as_string(None),
     ).encode()

@@ -51,7 +51,6 @@ CREATE TABLE IF NOT EXISTS {table} (
     PRIMARY KEY (table_name, key)
 );
 CREATE INDEX IF NOT EXISTS {table}_created_idx ON {table} (table_name, created_at, key);
-CREATE INDEX IF NOT EXISTS {table}_record_idx ON {table} (table_name, record_timestamp, key);
 CREATE TABLE IF NOT EXISTS {table}_claim_sets (
     name TEXT PRIMARY KEY,
     table_name TEXT NOT NULL,
@@ -192,7 +191,6 @@ class SqliteBackend:
         names = {
             self._table,
             f"{self._table}_created_idx",
-            f"{self._table}_record_idx",
             f"{self._table}_claim_sets",
             f"{self._table}_receipts",
             f"{self._table}_receipts_expiry_idx",
@@ -310,6 +308,15 @@ class SqliteBackend:
                 f"WHERE table_name = {literal(claim_set.table)} AND {where}"
             )
         return next(s for s in self.load_claim_sets(claim_set.table) if s.name == name)
+
+    def ensure_record_index(self, *, timeout: float) -> bool:
+        """One write transaction, like a set's build (``timeout`` is not applied)."""
+        with self._transaction() as connection:
+            connection.execute(
+                f"CREATE INDEX IF NOT EXISTS {self._table}_record_idx "
+                f"ON {self._table} (table_name, record_timestamp, key)"
+            )
+        return True
 
     def drop_claim_set(self, name: str) -> bool:
         with self._transaction() as connection:
