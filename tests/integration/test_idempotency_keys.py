@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from airflow_atomic_store import AtomicStore, IdempotencyKeyError, SpecError
+from tests.support.physical import give_all_rows_the_same_timestamps
 from tests.support.processes import run_in_processes
 
 PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
@@ -225,3 +226,21 @@ def test_a_claimer_killed_after_its_commit_gets_its_batch_back_on_retry(store, s
     assert retried["replayed"] is True
     assert [row["key"] for row in retried["claimed"]] == ["j-0", "j-1", "j-2"]
     assert len(store.query("jobs", where=PENDING)) == 7
+
+
+@pytest.mark.parametrize("direction", ["asc", "desc"])
+def test_a_replayed_claim_keeps_the_order_of_rows_with_the_same_timestamp(
+    store, store_url, direction
+):
+    for key in ["b", "a", "B", "c", "ä"]:
+        store.put("ties", key, {"status": "pending"})
+    give_all_rows_the_same_timestamps(store_url, "ties")
+    first = store.atomic_claim(
+        "ties", where=PENDING, limit=4, direction=direction, idempotency_key=f"t-{direction}"
+    )
+    again = store.atomic_claim(
+        "ties", where=PENDING, limit=4, direction=direction, idempotency_key=f"t-{direction}"
+    )
+    keys = [row["key"] for row in first["claimed"]]
+    assert keys == sorted(["b", "a", "B", "c", "ä"], reverse=direction == "desc")[:4]
+    assert [row["key"] for row in again["claimed"]] == keys

@@ -379,9 +379,7 @@ class PostgresBackend:
             if outcome.recorded is not _NOTHING:
                 return [(key, value) for key, value in outcome.recorded], True
             rows = outcome.rows
-        # RETURNING gives no order guarantee: restore claim order, ties by key.
-        rows.sort(key=lambda row: (row[2], row[0]), reverse=ordering.direction == "desc")
-        return [(key, value) for key, value, _ in rows], False
+        return _in_claim_order(rows, ordering), False
 
     def explain_claim(
         self,
@@ -490,6 +488,16 @@ class PostgresBackend:
 
 
 _NOTHING: Any = object()
+
+
+def _in_claim_order(rows: list[Any], ordering: Ordering) -> list[Row]:
+    """``(key, value, claim order)`` rows as ``(key, value)`` in claim order, ties by key.
+
+    ``RETURNING`` gives no order guarantee, so the order is restored here (the
+    receipt of a keyed claim records its rows in this same order, in SQL).
+    """
+    rows = sorted(rows, key=lambda row: (row[2], row[0]), reverse=ordering.direction == "desc")
+    return [(key, value) for key, value, _ in rows]
 
 
 @dataclass(frozen=True)
@@ -653,8 +661,12 @@ _STATEMENTS = {
         f"WITH picked AS MATERIALIZED ({_PICK}), effect AS ({_CLAIM}), "
         + _RECEIPT.replace(
             "{result}",
+            # In claim order as this call returns it (``_in_claim_order``: ties by key in
+            # code point order, which is "C" collation's order for UTF-8), so a replay,
+            # whatever direction it asks for, returns the first call's batch as it was.
             "COALESCE((SELECT jsonb_agg(jsonb_build_array(key, value) "
-            "ORDER BY claim_order {direction}, key {direction}) FROM effect), '[]'::jsonb)",
+            'ORDER BY claim_order {direction}, key COLLATE "C" {direction}) FROM effect), '
+            "'[]'::jsonb)",
         ).replace("{source}", "")
         + " SELECT key, value, claim_order FROM effect"
     ),
