@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 import warnings
-from functools import cached_property
 from typing import Any
 
 import pytest
@@ -21,23 +20,22 @@ import pytest
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
-    # After tests/conftest.py has pointed AIRFLOW_HOME at its throwaway home. The import
-    # warns as the tests' own runs do (starlette's test client on httpx): not ours.
+    # After tests/conftest.py has pointed AIRFLOW_HOME at its throwaway home; an import
+    # warning here would be Airflow's own (the tests ignore those where DAGs run).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        from airflow.api_fastapi.execution_api.app import InProcessExecutionAPI
+        from airflow.sdk.execution_time import supervisor
 
-    started = InProcessExecutionAPI.__dict__["transport"].func
+    unready = supervisor.in_process_api_server
 
-    def transport(self: Any) -> Any:
-        value = started(self)
+    def in_process_api_server() -> Any:
+        api = unready()
+        api.transport  # starts the lifespan (cached: later uses get this transport)  # noqa: B018
         deadline = time.monotonic() + 60
-        while getattr(self.app.state, "svcs_registry", None) is None:
+        while getattr(api.app.state, "svcs_registry", None) is None:
             if time.monotonic() > deadline:
                 raise RuntimeError("the in-process execution API did not start in 60 s")
             time.sleep(0.005)
-        return value
+        return api
 
-    waiting = cached_property(transport)
-    waiting.__set_name__(InProcessExecutionAPI, "transport")
-    InProcessExecutionAPI.transport = waiting  # type: ignore[method-assign]
+    supervisor.in_process_api_server = in_process_api_server
