@@ -6,7 +6,8 @@ needs -- API server (REST API and execution API), scheduler with the
 LocalExecutor, DAG processor, triggerer -- each in its own session, with
 ``AIRFLOW_HOME`` under ``.e2e/`` in the project. The scenario drives the
 example DAGs through the REST API only, SIGKILLs one dispatcher task process
-mid-batch, and then asserts on what the store holds.
+mid-batch and one claim task right after its claim committed (its retry must
+replay the batch), and then asserts on what the store holds.
 
 Modules:
 
@@ -14,5 +15,6 @@ Modules:
 ``api``         a small client of Airflow's public REST API
 ``tasks``       finding a running task's process (to kill it)
 ``scenario``    what is triggered, killed and waited for
+``claim_retry`` the claim killed after its commit and retried (DAG: ``scenario_dags/``)
 ``checks``      the assertions on the store and the summary
 """

@@ -114,8 +114,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--parallelism must be at least 4")
 
     dags_folder = args.dags_folder or PROJECT / ("e2e/dags" if args.smoke else "example_dags")
+    # The scenario also runs a DAG of its own (e2e/scenario_dags), in a second bundle.
+    extra_bundles = {} if args.smoke else {"e2e-scenario": PROJECT / "e2e" / "scenario_dags"}
     deployment = Deployment(
-        args.root.resolve(), dags_folder.resolve(), parallelism=args.parallelism, say=say
+        args.root.resolve(),
+        dags_folder.resolve(),
+        parallelism=args.parallelism,
+        extra_bundles=extra_bundles,
+        say=say,
     )
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM):
         signal.signal(signum, _interrupt)

@@ -150,6 +150,12 @@ class AirflowApi:
         path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances"
         return list(self._pages(path, "task_instances", **filters))
 
+    def tries(self, dag_id: str, run_id: str, task_id: str) -> list[dict[str, Any]]:
+        """Every try of an unmapped task instance (``.../tries``), oldest first."""
+        path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/tries"
+        tries: list[dict[str, Any]] = self.get(path)["task_instances"]
+        return sorted(tries, key=lambda entry: int(entry["try_number"]))
+
     def xcom(
         self, dag_id: str, run_id: str, task_id: str, key: str = "return_value", map_index: int = -1
     ) -> Any:

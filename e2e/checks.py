@@ -17,6 +17,7 @@ from airflow_atomic_store import AtomicStore
 
 __all__ = [
     "CheckFailed",
+    "claim_retry_replayed_its_batch",
     "every_claim_accounted_for",
     "every_item_done_with_one_effect",
     "lease_intervals_never_overlap",
@@ -97,6 +98,54 @@ def every_claim_accounted_for(
     if unmapped:
         raise CheckFailed(f"runs whose process tasks do not match their claims: {unmapped}")
     return sum(claimed.values())
+
+
+def claim_retry_replayed_its_batch(
+    first_keys: list[str],
+    result: Any,
+    rows: dict[str, dict[str, Any]],
+    claimed_by: str,
+) -> None:
+    """A claim retried after its first try committed got that batch back and nothing more.
+
+    ``first_keys`` are the rows the first try claimed, in claim order (read from the
+    store before it was killed); ``result`` is the retry's ``return_value`` XCom;
+    ``rows`` the queue afterwards. The retry must report ``replayed: true`` with the
+    same keys in the same order; the run holds no other row; every row of the batch
+    was processed (``done``) and never re-claimed by a stale-claim pass (no
+    ``recoveries``); every other row is still ``pending``.
+    """
+    if not first_keys:
+        raise CheckFailed("the first try claimed nothing: there is no batch to replay")
+    if not isinstance(result, dict):
+        raise CheckFailed(f"the retried claim returned no result: {result!r}")
+    if result.get("replayed") is not True:
+        raise CheckFailed(
+            f"the retried claim was not replayed: replayed={result.get('replayed')!r}"
+        )
+    keys = [row.get("key") for row in result.get("claimed") or ()]
+    if keys != first_keys or result.get("count") != len(first_keys):
+        raise CheckFailed(
+            f"the retry got {keys} (count {result.get('count')!r}), "
+            f"the first try claimed {first_keys}"
+        )
+    held = sorted(key for key, value in rows.items() if value.get("claimedBy") == claimed_by)
+    if held != sorted(first_keys):
+        raise CheckFailed(f"{claimed_by} holds {held}; the first try claimed {sorted(first_keys)}")
+    batch = {key: rows.get(key, {}) for key in first_keys}
+    unfinished = {k: v.get("status") for k, v in batch.items() if v.get("status") != "done"}
+    if unfinished:
+        raise CheckFailed(f"rows of the replayed batch were not processed: {unfinished}")
+    recovered = sorted(k for k, v in batch.items() if v.get("recoveries"))
+    if recovered:
+        raise CheckFailed(f"a stale-claim pass re-claimed rows of the batch: {recovered}")
+    others = {
+        k: v.get("status")
+        for k, v in rows.items()
+        if k not in first_keys and v.get("status") != "pending"
+    }
+    if others:
+        raise CheckFailed(f"rows outside the batch were touched: {others}")
 
 
 def parse_time(text: str) -> datetime:

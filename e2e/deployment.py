@@ -50,6 +50,7 @@ COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 PROJECT = Path(__file__).resolve().parent.parent
 USERNAME = "e2e"
 STORE_DATABASE = "atomic_store"
+LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
 METADATA_DATABASE = "airflow"
 
 
@@ -87,6 +88,8 @@ class Deployment:
         and the component logs go to ``root/logs``.
     :param dags_folder: the DAG files to load.
     :param parallelism: ``[core] parallelism``: task processes running at once.
+    :param extra_bundles: more DAG folders, each a DAG bundle of its own (name: folder),
+        next to ``dags_folder`` (the ``dags-folder`` bundle).
     :param say: where progress lines go.
     """
 
@@ -96,10 +99,12 @@ class Deployment:
         dags_folder: Path,
         *,
         parallelism: int = 4,
+        extra_bundles: dict[str, Path] | None = None,
         say: Callable[[str], None] = print,
     ) -> None:
         self.root = root
         self.dags_folder = dags_folder
+        self.extra_bundles = dict(extra_bundles or {})
         self.parallelism = parallelism
         self.say = say
         self.home = root / "airflow"
@@ -129,6 +134,12 @@ class Deployment:
         assert self.server is not None
         port = self.server.port
         # [START e2e_settings]
+        # The DAG bundles: the default one ("dags-folder", the DAGs folder below) and the
+        # harness's own DAGs (e2e/scenario_dags, as "e2e-scenario"), each a local folder.
+        bundles = [{"name": "dags-folder", "classpath": LOCAL_BUNDLE, "kwargs": {}}] + [
+            {"name": name, "classpath": LOCAL_BUNDLE, "kwargs": {"path": str(path)}}
+            for name, path in self.extra_bundles.items()
+        ]
         settings = {
             "AIRFLOW_HOME": str(self.home),
             # Metadata database and executor: PostgreSQL and LocalExecutor.
@@ -137,8 +148,9 @@ class Deployment:
             ),
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
-            # The DAGs: the project's example DAGs, nothing else.
+            # The DAGs: the project's example DAGs, and the harness's own bundle.
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+            "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
             # The files do not change during a run: parse them once, not every 30 s.

@@ -10,16 +10,19 @@ Everything overlaps on purpose, as in production:
    is empty; ``cross_run_counter`` is triggered ``COUNTER_RUNS`` times at once;
    ``leader_lease`` is triggered in waves, so that several runs contend each time
    and the lease changes hands between waves;
-3. ``stale_claim_recovery`` runs alongside, every ``STALE_EVERY`` seconds, with a
+3. ``e2e_claim_retry`` (the harness's own DAG, ``e2e/claim_retry.py``) claims a
+   batch once; its claim task is SIGKILLed right after the claim committed, and
+   Airflow's retry must get the same batch back (``replayed: true``);
+4. ``stale_claim_recovery`` runs alongside, every ``STALE_EVERY`` seconds, with a
    threshold (``STALE_ALONGSIDE_SECONDS``) that healthy claims rarely reach -- and
    if one does, taking it over is still safe, which the checks prove;
-4. once the drain is under way, one dispatcher run with a slow batch is
+5. once the drain is under way, one dispatcher run with a slow batch is
    triggered and one of its ``process`` tasks is SIGKILLed (its task process,
    found by its title) while its row is ``in_flight``: a stale claim;
-5. after the drain, recovery passes (threshold ``0``: every dispatcher run has
+6. after the drain, recovery passes (threshold ``0``: every dispatcher run has
    finished, so whatever is still ``in_flight`` is stale) until nothing is
    ``in_flight``;
-6. every run must end; then ``verify`` checks the store and the task instances.
+7. every run must end; then ``verify`` checks the store and the task instances.
 
 Timing varies from run to run; what is asserted does not. Every wait is on a
 condition, with a generous time-out; the overall limit is ``python -m e2e``'s.
@@ -39,6 +42,8 @@ import psutil
 from airflow_atomic_store import AtomicStore
 from e2e import checks
 from e2e.api import TERMINAL_RUN_STATES, AirflowApi, wait_for
+from e2e.claim_retry import DAG_ID as CLAIM_RETRY
+from e2e.claim_retry import ClaimRetry
 from e2e.deployment import Deployment
 from e2e.tasks import task_process
 
@@ -49,7 +54,7 @@ PROCESS_TASK = "process"  # the per-row mapped task, in the dispatcher and the r
 STALE = "stale_claim_recovery"
 COUNTER = "cross_run_counter"
 LEASE = "leader_lease"
-DAG_IDS = (PRODUCER, DISPATCHER, STALE, COUNTER, LEASE)
+DAG_IDS = (PRODUCER, DISPATCHER, STALE, COUNTER, LEASE, CLAIM_RETRY)  # the last: e2e/scenario_dags
 CLAIM_TASK = {DISPATCHER: "drain", STALE: "reclaim"}
 QUEUE_TABLE = "pending_ops"
 EFFECTS_TABLE = "pending_ops_effects"
@@ -94,6 +99,7 @@ class Progress:
     lease_runs_lost: list[str] = field(default_factory=list)
     last_lease_wave: float = 0.0
     last_stale: float = 0.0
+    retry: ClaimRetry = field(default_factory=ClaimRetry)
 
     def count(self, dag_id: str) -> int:
         return len(self.triggered.get(dag_id, []))
@@ -134,6 +140,7 @@ def run(api: AirflowApi, deployment: Deployment, say: Callable[[str], None]) -> 
         )
         for dag_id in DAG_IDS:
             api.unpause(dag_id)
+        driver.progress.retry.start(driver, store)
         driver.trigger(PRODUCER, "produce", {"count": ITEMS})
         for _ in range(COUNTER_RUNS):
             driver.trigger(COUNTER, "count")
@@ -182,12 +189,15 @@ def drain(driver: Driver, store: AtomicStore) -> None:
             say(f"triggered {progress.victim}: a slow batch, to be killed mid-batch")
         if progress.victim is not None and progress.kill is None:
             progress.kill = kill_mid_batch(driver, store, progress.victim)
+        retry_killed = progress.retry.kill_after_commit(driver, store)
         lease_wave(driver, now)
         if now - progress.last_stale >= STALE_EVERY and open_runs[STALE] == 0:
             driver.trigger(STALE, "alongside", {"stale_after_seconds": STALE_ALONGSIDE_SECONDS})
             progress.last_stale = now
 
-        everything_started = progress.kill is not None and progress.lease_waves == LEASE_WAVES
+        everything_started = (
+            progress.kill is not None and progress.lease_waves == LEASE_WAVES and retry_killed
+        )
         if not work_left and dispatchers_open == 0 and everything_started:
             say(f"queue drained: {dict(sorted(statuses.items()))}")
             return
@@ -353,6 +363,8 @@ def verify(driver: Driver, store: AtomicStore, seconds: float) -> dict[str, Any]
         (key, value.get("start"), value.get("end")) for key, value in log.items()
     )
 
+    replay = progress.retry.verify(driver, store)
+
     lost = ", ".join(progress.lease_runs_lost)
     recovered = {k: v["recoveries"] for k, v in items.items() if v.get("recoveries")}
     return {
@@ -365,6 +377,7 @@ def verify(driver: Driver, store: AtomicStore, seconds: float) -> dict[str, Any]
             f"{len(recovered)} item(s) re-claimed {sum(recovered.values())} time(s), "
             f"{progress.recovery_passes} final pass(es)"
         ),
+        **replay,
         "counter": counter,
         "lease": f"{holders} holding interval(s), none overlapping"
         + (f"; scheduled run(s) that lost the lease: {lost}" if lost else ""),

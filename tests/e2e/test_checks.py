@@ -9,6 +9,7 @@ import pytest
 
 from e2e.checks import (
     CheckFailed,
+    claim_retry_replayed_its_batch,
     every_claim_accounted_for,
     every_item_done_with_one_effect,
     lease_intervals_never_overlap,
@@ -81,6 +82,69 @@ def test_a_row_handed_to_two_dispatchers_fails() -> None:
 def test_a_claimed_row_without_its_mapped_task_fails() -> None:
     with pytest.raises(CheckFailed, match="do not match their claims"):
         every_claim_accounted_for({"a": {"status": "done"}}, {"d/1": ["a"]}, Counter())
+
+
+RUN = "e2e_claim_retry/e2e-retry-001"
+
+
+def retry_queue(done: list[str], pending: list[str]) -> dict[str, dict[str, Any]]:
+    rows = {key: {"status": "done", "claimedBy": RUN, "doneBy": RUN} for key in done}
+    rows.update({key: {"status": "pending"} for key in pending})
+    return rows
+
+
+def replay(keys: list[str], replayed: object = True) -> dict[str, Any]:
+    claimed = [{"key": key, "value": {"status": "in_flight"}} for key in keys]
+    return {"claimed": claimed, "count": len(keys), "replayed": replayed}
+
+
+def test_a_retry_that_replayed_the_first_tries_batch_passes() -> None:
+    rows = retry_queue(["r-0", "r-1"], ["r-2", "r-3"])
+    claim_retry_replayed_its_batch(["r-0", "r-1"], replay(["r-0", "r-1"]), rows, RUN)
+
+
+@pytest.mark.parametrize(
+    ("result", "message"),
+    [
+        (None, "returned no result"),
+        (replay(["r-0", "r-1"], replayed=False), "was not replayed"),
+        ({"claimed": [], "count": 0}, "was not replayed"),
+        (replay(["r-1", "r-0"]), r"the retry got \['r-1', 'r-0'\]"),
+        (replay(["r-0"]), "the first try claimed"),
+        ({**replay(["r-0", "r-1"]), "count": 3}, "count 3"),
+    ],
+)
+def test_a_retry_that_claimed_afresh_or_returned_another_batch_fails(
+    result: Any, message: str
+) -> None:
+    rows = retry_queue(["r-0", "r-1"], ["r-2"])
+    with pytest.raises(CheckFailed, match=message):
+        claim_retry_replayed_its_batch(["r-0", "r-1"], result, rows, RUN)
+
+
+def test_a_run_holding_rows_beyond_its_first_batch_fails() -> None:
+    rows = retry_queue(["r-0", "r-1", "r-2"], [])
+    with pytest.raises(CheckFailed, match=r"holds \['r-0', 'r-1', 'r-2'\]"):
+        claim_retry_replayed_its_batch(["r-0", "r-1"], replay(["r-0", "r-1"]), rows, RUN)
+
+
+def test_a_batch_left_in_flight_or_taken_by_a_stale_pass_fails() -> None:
+    rows = retry_queue(["r-0", "r-1"], [])
+    rows["r-1"]["status"] = "in_flight"
+    with pytest.raises(CheckFailed, match=r"not processed: .*r-1.*in_flight"):
+        claim_retry_replayed_its_batch(["r-0", "r-1"], replay(["r-0", "r-1"]), rows, RUN)
+    rows["r-1"].update(status="done", recoveries=1)
+    with pytest.raises(CheckFailed, match=r"stale-claim pass re-claimed .*r-1"):
+        claim_retry_replayed_its_batch(["r-0", "r-1"], replay(["r-0", "r-1"]), rows, RUN)
+
+
+def test_rows_outside_the_batch_must_stay_pending_and_a_batch_must_exist() -> None:
+    rows = retry_queue(["r-0"], ["r-1"])
+    rows["r-1"]["status"] = "in_flight"  # claimed by someone else
+    with pytest.raises(CheckFailed, match="outside the batch were touched"):
+        claim_retry_replayed_its_batch(["r-0"], replay(["r-0"]), rows, RUN)
+    with pytest.raises(CheckFailed, match="claimed nothing"):
+        claim_retry_replayed_its_batch([], replay([]), retry_queue([], ["r-0"]), RUN)
 
 
 class FakeProcess:
