@@ -15,8 +15,9 @@ Run with ``make compat``. For each line in :data:`LINES`:
    ``compat/installed_wheel.py`` plugin prints where from and fails otherwise).
 
 The newest line runs every test of both tiers; older lines run a subset that
-still imports every module and runs every operator and example DAG on both
-backends. Lines run two at a time. The result table is printed and written to
+still imports every module and builds and renders every operator, and runs
+DAGs where the line can (what a line cannot run is deselected, with the reason
+shown in the table). Lines run two at a time. The result table is printed and written to
 ``docs/compatibility.md``; the exit status is non-zero if any line failed.
 """
 
@@ -26,6 +27,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -101,12 +103,26 @@ BEFORE_3_2 = {
     "tests/example_dags": EXAMPLE_IMPORT,
 }
 
+# 3.2.2's dag.test() does not run a task here with any dependency set tried (see
+# compat/constraints-3.2.txt), so only what needs no DAG run is tested on it.
+NO_DAG_TEST = (
+    "3.2.2's dag.test() cannot run a task here: its in-process execution API loses its "
+    "service registry with svcs 26.2 and hangs at task start with svcs 25.1"
+)
+ON_3_2 = {
+    "tests/airflow/test_compat.py::test_the_fail_exception_fails_a_task_at_once": NO_DAG_TEST,
+    "tests/airflow/test_dag_runs_": NO_DAG_TEST,
+    "tests/example_dags": NO_DAG_TEST,
+}
+
 LINES = [
     Line("3.0", SUBSET, ["-W", OLD_BRANCH_ALIAS, "-p", "airflow30_dag_test"], BEFORE_3_2),
     Line("3.1", SUBSET, ["-W", OLD_BRANCH_ALIAS], BEFORE_3_2),
-    Line("3.2", SUBSET, ["-p", "airflow32_lifespan"]),
+    Line("3.2", SUBSET, [], ON_3_2),
     Line("3.3", FULL),
 ]
+# A line whose tests take longer than this has hung (a DAG run waiting forever).
+TEST_TIMEOUT = 20 * 60
 
 
 @dataclass
@@ -132,9 +148,13 @@ def run(cmd: list[str], log: Path, **kwargs: object) -> subprocess.CompletedProc
     with log.open("a") as out:
         out.write(f"\n$ {' '.join(map(str, cmd))}\n")
         out.flush()
-        return subprocess.run(
-            cmd, stdout=out, stderr=subprocess.STDOUT, text=True, check=False, **kwargs
-        )  # type: ignore[call-overload]
+        try:
+            return subprocess.run(
+                cmd, stdout=out, stderr=subprocess.STDOUT, text=True, check=False, **kwargs
+            )  # type: ignore[call-overload]
+        except subprocess.TimeoutExpired as exc:
+            out.write(f"\ntimed out after {exc.timeout} s\n")
+            return subprocess.CompletedProcess(cmd, returncode=124)
 
 
 def pins_digest(line: Line) -> str:
@@ -157,7 +177,8 @@ def ensure_venv(line: Line, log: Path) -> None:
     base = getattr(sys, "_base_executable", sys.executable)
     steps = [
         [base, "-m", "venv", str(line.venv)],
-        [str(line.venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+        # --no-compile: byte-compiling all of Airflow costs more CPU than the tests use of it.
+        [str(line.venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile",
          "--disable-pip-version-check", "-c", str(line.constraints),
          "-r", str(TEST_REQUIREMENTS), *PACKAGES],
     ]  # fmt: skip
@@ -220,10 +241,12 @@ def run_tests(line: Line, here: Path, log: Path) -> tuple[int, str]:
         cmd += ["--deselect", node]
     cmd += line.tests
     env = {**os.environ, "PYTHONPATH": str(PINS), "PYTHONDONTWRITEBYTECODE": "1"}
-    proc = run(cmd, log, cwd=here, env=env)
+    proc = run(cmd, log, cwd=here, env=env, timeout=TEST_TIMEOUT)
     tail = [t for t in log.read_text().splitlines()[-40:] if t.strip()]
     summary = next((t.strip("= ") for t in reversed(tail) if " in " in t and "passed" in t), "")
     backends = [t.strip() for t in tail if t.strip().startswith(("sqlite:", "postgres:"))]
+    # Without the duration, so the docs page changes only when results do.
+    summary = re.sub(r" in [\d.]+s( \([\d:]+\))?", "", summary)
     text = summary or (tail[-1] if tail else "no output")
     if backends:
         text += " (" + "; ".join(backends) + ")"
@@ -296,7 +319,8 @@ def write_report(rows: list[str], wheel: Path) -> None:
         "with that line's newest patch, passes these Airflow-layer and example-DAG tests on "
         "SQLite and PostgreSQL. The pins, and why each is needed, are in `compat/`. The newest "
         "line runs every test of both tiers; older lines a subset that imports every module "
-        "and runs every operator and example DAG.\n\n" + "\n".join(rows) + "\n"
+        "and builds every operator; the last column says what a line does not run, and why."
+        "\n\n" + "\n".join(rows) + "\n"
     )
 
 
