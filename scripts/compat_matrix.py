@@ -45,8 +45,9 @@ REPORT = PROJECT / "docs" / "compatibility.md"
 TEST_REQUIREMENTS = PINS / "test-requirements.txt"
 PACKAGES = ["apache-airflow", "apache-airflow-providers-postgres"]
 
-# Both tiers whole on the newest line. Older lines: every test module that imports
-# the hook, the operators and compat, DAG runs of every operator, and every example DAG.
+# Both tiers whole on the newest line. Older lines: the modules that import compat, the
+# hook and the operators and build every operator, DAG runs of every operator, and every
+# example DAG (less what a line deselects below).
 FULL = ["tests/airflow", "tests/example_dags"]
 SUBSET = [
     "tests/airflow/test_compat.py",
@@ -69,7 +70,7 @@ class Line:
     name: str
     tests: list[str]
     pytest_args: list[str] = field(default_factory=list)
-    # test node id -> why it cannot run on this line (a test of Airflow internals, not ours)
+    # test node id prefix -> why it does not run on this line (shown in the table)
     deselect: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -88,7 +89,7 @@ class Line:
         raise SystemExit(f"{self.constraints} does not pin apache-airflow")
 
 
-# What cannot run before 3.2, whatever this package does:
+# What does not run before 3.2, and why:
 RUNTIME_MANAGER = "airflow.sdk.providers_manager_runtime (the task-side providers manager) is 3.2+"
 FORM_FIELDS = "before 3.2 connection-form fields are built only with flask_appbuilder installed"
 EXAMPLE_IMPORT = (
