@@ -42,8 +42,9 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
       namespace, and a lone ``{{ … }}`` keeps its native type. This is done in
       :meth:`render_template`, which both mapped and unmapped tasks go through.
     * errors: an invalid spec or a mutation that cannot apply fails the task
-      without retries (retrying cannot fix it); so does a template that renders a
-      whole field to nothing (``None`` or blank text: only a literal ``None``/``[]`` in the DAG leaves
+      without retries (retrying cannot fix it); so does a template that fails to
+      render (an undefined variable, a syntax error) or that renders a whole field to
+      nothing (``None`` or blank text: only a literal ``None``/``[]`` in the DAG leaves
       a field empty). Anything else (a database outage) fails it normally so that
       ``retries`` apply.
     * ``short_circuit``: an empty result skips every downstream task; this task
@@ -113,8 +114,8 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
         Airflow renders a mapped task through ``_do_render_template_fields`` of the
         unmapped operator, which calls this method for every field, so overriding it
         (rather than ``render_template_fields``) covers mapped and unmapped tasks alike.
-        A whole field's rendering is checked here too: a field rendered to nothing
-        fails the task without retries (re-rendering gives the same).
+        A whole field's rendering is checked here too: a template error or a field
+        rendered to nothing fails the task without retries (re-rendering gives the same).
         """
         ensure_namespace(cast("MutableMapping[str, Any]", context))
         if seen_oids is not None and id(content) in seen_oids:
@@ -136,6 +137,11 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
                 )
         except SpecError as exc:
             raise self._final(exc) from exc
+        except jinja2.TemplateError as exc:
+            raise AirflowFailException(
+                f"{self.task_id}: template error: {field}: {type(exc).__name__}: {exc} "
+                "(not retried: rendering again gives the same error)"
+            ) from exc
         finally:
             self._rendering_field = None
         return rendered

@@ -190,3 +190,65 @@ def test_a_template_rendering_a_field_to_nothing_fails_at_once_and_writes_nothin
         assert store.get("rate_limits", "literal") == {"tokens": 4}
         assert store.get("pending_ops", "op-1") == {"status": "pending"}
         assert store.query("events") == []
+
+
+def test_an_undefined_template_variable_fails_at_once_naming_the_field(
+    run_dag: RunDag,
+    store_conn: str,
+    store_url: str,
+    dag_id: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with AtomicStore(store_url) as store:
+        store.put("rate_limits", "api", {"tokens": 5})
+    with new_dag(dag_id, default_args=RETRYING) as dag:
+        AtomicUpdateOperator(
+            task_id="undefined_in_where",
+            conn_id=store_conn,
+            table="rate_limits",
+            key="api",
+            where=[{"field": "tokens", "operator": "gt", "value": "{{ dag_run.conf['missing'] }}"}],
+            mutations=[{"field": "tokens", "operation": "increment", "value": -1}],
+        )
+        AtomicUpsertOperator(
+            task_id="undefined_key",
+            conn_id=store_conn,
+            table="events",
+            key="event-{{ dag_run.conf['event_id'] }}",
+            insert_value={},
+        )
+        AtomicClaimOperator(
+            task_id="syntax_error_in_limit",
+            conn_id=store_conn,
+            table="pending_ops",
+            limit="{{ params.batch ",  # type: ignore[arg-type]
+        )
+        AtomicUpdateOperator.partial(  # mapped instances render through another path
+            task_id="undefined_in_mapped",
+            conn_id=store_conn,
+            table="rate_limits",
+            mutations=[{"field": "{{ dag_run.conf['field'] }}", "operation": "set", "value": 1}],
+        ).expand(key=["api"])
+
+    run = run_dag(dag)
+    logs = capsys.readouterr().out
+
+    for task_id, field in {
+        "undefined_in_where": "where",
+        "undefined_key": "key",
+        "syntax_error_in_limit": "limit",
+    }.items():
+        assert (run.state_of(task_id), run.try_number_of(task_id)) == ("failed", 1), task_id
+        assert f"{task_id}: template error: {field}: " in logs, task_id
+    assert (
+        run.state_of("undefined_in_mapped", 0),
+        run.try_number_of("undefined_in_mapped", 0),
+    ) == (
+        "failed",
+        1,
+    )
+    assert "undefined_in_mapped: template error: mutations: UndefinedError" in logs
+    assert "template error: key: UndefinedError" in logs
+    assert "TemplateSyntaxError" in logs
+    with AtomicStore(store_url) as store:
+        assert store.get("rate_limits", "api") == {"tokens": 5}

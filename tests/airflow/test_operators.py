@@ -258,3 +258,14 @@ def test_literal_none_and_empty_fields_stay_empty_and_nested_values_may_render_t
     op.render_template_fields(task_context(dag))  # type: ignore[arg-type]
     assert (op.where, op.return_fields) == (None, [])
     assert op.mutations == [{"field": "note", "operation": "set", "value": None}]
+
+
+def test_an_undefined_variable_is_a_final_failure_naming_the_field() -> None:
+    from airflow_atomic_store.compat import AirflowFailException
+
+    with make_dag() as dag:
+        op = AtomicUpsertOperator(
+            task_id="seed", table="t", key="{{ dag_run.conf['missing'] }}", insert_value={}
+        )
+    with pytest.raises(AirflowFailException, match="seed: template error: key: UndefinedError"):
+        op.render_template_fields(task_context(dag))  # type: ignore[arg-type]
