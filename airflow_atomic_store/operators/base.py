@@ -10,7 +10,12 @@ import jinja2
 from airflow.sdk import BaseOperator
 
 from airflow_atomic_store.compat import AirflowFailException, SkipMixin
-from airflow_atomic_store.exceptions import IdempotencyKeyError, MutationError, SpecError
+from airflow_atomic_store.exceptions import (
+    AccessDeniedError,
+    IdempotencyKeyError,
+    MutationError,
+    SpecError,
+)
 from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
 from airflow_atomic_store.templating import (
     AtomicNamespace,
@@ -28,6 +33,7 @@ _FINAL_ERRORS: dict[type[Exception], str] = {
     SpecError: "invalid spec",
     MutationError: "mutation cannot apply",
     IdempotencyKeyError: "idempotency key reused",
+    AccessDeniedError: "access denied",
 }
 
 

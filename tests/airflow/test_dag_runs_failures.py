@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -14,6 +15,7 @@ from airflow_atomic_store import (
     AtomicUpsertOperator,
 )
 from tests.airflow.dagrun import DagRunResult, new_dag
+from tests.support.postgres_server import PostgresServer
 
 RunDag = Callable[..., DagRunResult]
 RETRYING = {"retries": 3, "retry_delay": timedelta(0)}
@@ -252,3 +254,34 @@ def test_an_undefined_template_variable_fails_at_once_naming_the_field(
     assert "TemplateSyntaxError" in logs
     with AtomicStore(store_url) as store:
         assert store.get("rate_limits", "api") == {"tokens": 5}
+
+
+@pytest.mark.postgres
+def test_a_wrong_database_password_fails_at_once_without_showing_it(
+    run_dag: RunDag,
+    postgres_server: PostgresServer,
+    monkeypatch: pytest.MonkeyPatch,
+    dag_id: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    role = f"dag_auth_{os.getpid()}"
+    postgres_server.create_user_schema(role)
+    try:
+        good = postgres_server.require_password(role, "the-right-one")
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_WRONG_PASSWORD", good.replace("the-right-one", "NotThePassword42")
+        )
+        with new_dag(dag_id, default_args=RETRYING) as dag:
+            AtomicUpsertOperator(
+                task_id="seed", conn_id="wrong_password", table="t", key="k", insert_value={}
+            )
+
+        run = run_dag(dag)
+    finally:
+        postgres_server.drop_user_schema(role)
+    logs = capsys.readouterr().out
+
+    assert (run.state_of("seed"), run.try_number_of("seed")) == ("failed", 1)
+    assert "seed: access denied: PostgreSQL store access denied: " in logs
+    assert f'password authentication failed for user "{role}"' in logs
+    assert "NotThePassword42" not in logs

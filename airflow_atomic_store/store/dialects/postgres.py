@@ -11,6 +11,7 @@ insert from an update.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from psycopg import sql
 from psycopg.rows import tuple_row
 
 from airflow_atomic_store.exceptions import (
+    AccessDeniedError,
     AtomicStoreError,
     MutationError,
     StoreUnavailableError,
@@ -51,6 +53,18 @@ Connect = Callable[[], psycopg.Connection[Any]]
 #: SQLSTATE classes that mean "try again later": connection trouble,
 #: lock/statement timeouts, serialisation failures, server shutdown.
 _TRANSIENT_PREFIXES = ("08", "40", "53", "55P03", "57")
+#: SQLSTATEs of a refusal for good: invalid authorization (28000, 28P01), a missing
+#: privilege (42501), an unknown database (3D000).
+_ACCESS_DENIED_PREFIXES = ("28", "42501", "3D000")
+#: The same refusals when connecting, where libpq gives the server's text but no SQLSTATE.
+_ACCESS_DENIED_TEXT = re.compile(
+    r"authentication failed"  # password (28P01), ident, peer, GSSAPI, LDAP, cert…
+    r"|no password supplied"
+    r"|pg_hba\.conf rejects connection|no pg_hba\.conf entry"  # 28000
+    r"|is not permitted to log in"  # 28000
+    r"|permission denied for database"  # 42501: no CONNECT privilege
+    r'|(?:role|database) ".*" does not exist'  # 28000, 3D000
+)
 
 
 class PostgresBackend:
@@ -170,6 +184,14 @@ class PostgresBackend:
             diag = exc.diag
             return MutationError(diag.message_detail or "mutations", diag.message_primary or "")
         self._discard_broken_connection()
+        if state.startswith(_ACCESS_DENIED_PREFIXES) or (
+            not state and _ACCESS_DENIED_TEXT.search(str(exc))
+        ):
+            return AccessDeniedError(
+                f"PostgreSQL store access denied: {exc}".strip()
+                + " (check the connection's user, password and database, the server's "
+                "pg_hba.conf and the role's grants; retrying cannot fix it)"
+            )
         if state:  # the server said why: only some classes are worth a retry
             transient = state.startswith(_TRANSIENT_PREFIXES)
         else:  # no SQLSTATE: connecting failed, or the connection broke
