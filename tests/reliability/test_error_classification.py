@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -144,3 +145,50 @@ def test_refused_logins_and_missing_privileges_are_final_access_denied_errors(
 
     assert not isinstance(raised.value, StoreUnavailableError)
     assert "retrying cannot fix it" in str(raised.value)
+
+
+def _fragments(password: str) -> list[str]:
+    """The pieces of ``password`` that a URL parser could split it into."""
+    return [piece for piece in re.split(r"[@/: %?#]", password) if piece] + [password]
+
+
+def _everything_shown(error: BaseException | None) -> str:
+    """Every message a log shows for the error: its own and its causes'."""
+    messages = []
+    while error is not None:
+        messages.append(str(error))
+        error = error.__cause__ or error.__context__
+    return "\n".join(messages)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "password",
+    ["Kx7q@Zr9w", "Kx7q@Zr9w@Mm3v", "Kx7q Zr9w", "Kx7q%zzZr9w", "Kx7q/Zr9w:Mm3v", "Kx7q:Zr9w@Mm3v"],
+)
+def test_no_part_of_a_password_reaches_an_error_message(password: str) -> None:
+    url = f"postgresql://someone:{password}@127.0.0.1:1/atomic_store"  # nothing listens on 1
+
+    with AtomicStore(url) as store, pytest.raises(StoreUnavailableError) as raised:
+        store.atomic_upsert("t", "k", insert_value={})
+
+    assert 'connection to server at "127.0.0.1", port 1 failed' in str(raised.value)
+    shown = _everything_shown(raised.value)
+    assert [piece for piece in _fragments(password) if piece in shown] == []
+
+
+@pytest.mark.postgres
+def test_a_password_with_an_unencoded_at_sign_connects_and_a_wrong_one_is_never_shown(
+    postgres_server: PostgresServer, role: str
+) -> None:
+    postgres_server.require_password(role, "p@ss/wo:rd")
+    url = f"postgresql://{role}:p@ss/wo:rd@127.0.0.1:{postgres_server.port}/atomic_store"
+    with AtomicStore(url) as store:  # read as Python and Airflow read it: up to the last "@"
+        assert store.atomic_upsert("t", "k", insert_value={})["inserted"] is True
+
+    wrong = url.replace("p@ss/wo:rd", "Wq4e@Rt5y/Ui6o:Pa7s")
+    with AtomicStore(wrong) as store, pytest.raises(AccessDeniedError) as raised:
+        store.get("t", "k")
+    shown = _everything_shown(raised.value)
+    assert "password authentication failed" in shown
+    assert [piece for piece in _fragments("Wq4e@Rt5y/Ui6o:Pa7s") if piece in shown] == []

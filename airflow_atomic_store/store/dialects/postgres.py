@@ -47,6 +47,7 @@ from airflow_atomic_store.store.dialects.postgres_where import (
     without_placeholders,
 )
 from airflow_atomic_store.store.receipts import Receipt
+from airflow_atomic_store.store.urls import scrub
 
 Connect = Callable[[], psycopg.Connection[Any]]
 
@@ -77,8 +78,10 @@ class PostgresBackend:
         storage_table: str,
         lock_timeout: float | None = None,
         statement_timeout: float | None = None,
+        secrets: tuple[str, ...] = (),
     ) -> None:
         self._connect = connect
+        self._secrets = secrets  # the password: scrubbed from every message
         self._table_name = check_storage_table(storage_table)
         self._table = sql.Identifier(self._table_name).as_string(None)
         self._receipts = receipts.receipts_table(self._table_name)
@@ -176,19 +179,23 @@ class PostgresBackend:
                 else:
                     yield self._reused_cursor
             except psycopg.Error as exc:
-                raise self._translate(exc) from exc
+                error = self._translate(exc)
+                if scrub(str(exc), self._secrets) != str(exc):
+                    raise error from None  # the driver's own text, in a traceback, would show it
+                raise error from exc
 
     def _translate(self, exc: psycopg.Error) -> AtomicStoreError:
         state = getattr(exc, "sqlstate", None) or ""
+        text = scrub(str(exc), self._secrets)
         if state == schema.MUTATION_ERROR_SQLSTATE:
             diag = exc.diag
             return MutationError(diag.message_detail or "mutations", diag.message_primary or "")
         self._discard_broken_connection()
         if state.startswith(_ACCESS_DENIED_PREFIXES) or (
-            not state and _ACCESS_DENIED_TEXT.search(str(exc))
+            not state and _ACCESS_DENIED_TEXT.search(text)
         ):
             return AccessDeniedError(
-                f"PostgreSQL store access denied: {exc}".strip()
+                f"PostgreSQL store access denied: {text}".strip()
                 + " (check the connection's user, password and database, the server's "
                 "pg_hba.conf and the role's grants; retrying cannot fix it)"
             )
@@ -197,8 +204,8 @@ class PostgresBackend:
         else:  # no SQLSTATE: connecting failed, or the connection broke
             transient = isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
         if transient:
-            return StoreUnavailableError(f"PostgreSQL store unavailable: {exc}".strip())
-        return AtomicStoreError(f"PostgreSQL store error: {exc}".strip())
+            return StoreUnavailableError(f"PostgreSQL store unavailable: {text}".strip())
+        return AtomicStoreError(f"PostgreSQL store error: {text}".strip())
 
     def _discard_broken_connection(self) -> None:
         connection, self._connection = self._connection, None
