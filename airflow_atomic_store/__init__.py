@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_atomic_store.exceptions import (
+    AccessDeniedError,
     AtomicStoreError,
     ConnectionConfigError,
     IdempotencyKeyError,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccessDeniedError",
     "AtomicClaimOperator",
     "AtomicStore",
     "AtomicStoreError",

@@ -8,6 +8,10 @@
     ├── IdempotencyKeyError          an idempotency key was reused for another
     │                                primitive, table or row; nothing was written
     ├── ConnectionConfigError        the Airflow connection is missing or unusable
+    │   └── AccessDeniedError        the database refused the credentials or a
+    │                                permission (wrong password, pg_hba.conf, no
+    │                                CONNECT or table privilege, unknown role or
+    │                                database); retrying cannot fix it
     └── StoreUnavailableError        the database could not be reached or the
                                      statement failed for a transient reason;
                                      Airflow's retries are the right answer
@@ -59,6 +63,10 @@ class IdempotencyKeyError(AtomicStoreError):
 
 class ConnectionConfigError(AtomicStoreError):
     """The store's connection is missing or misconfigured."""
+
+
+class AccessDeniedError(ConnectionConfigError):
+    """The database refused the store's credentials or permissions; retrying cannot fix it."""
 
 
 class StoreUnavailableError(AtomicStoreError):

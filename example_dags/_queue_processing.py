@@ -11,15 +11,22 @@ Airflow puts the DAGs folder on ``sys.path``, so the DAG files import it by name
 A claim is at-least-once: a run can die after it performed a row's side effect but
 before it marked the row done, and the stale-claim recovery then hands that row out
 again. So the side effect itself is guarded by a process-once upsert keyed by the
-row (table ``pending_ops_effects``): only the run that inserts the effect row
-performs the effect, and a re-delivered row skips straight to being marked done.
-The effect row also records who performed it and how it went, which is what lets a
-test (or an operator on call) check that every item was processed exactly once.
+row (table ``pending_ops_effects``): the run that inserts the effect row performs
+the effect and records its outcome there. A re-delivered row whose effect has an
+outcome skips straight to being marked with it. One whose effect was started but has
+no outcome (its claimer died while sending) is never passed as done: nobody knows
+whether the remote side got it. The side effect is idempotent (``send`` carries the
+item's idempotency key, which the remote side applies at most once), so it is sent
+again under the same key; with ``resend_unfinished`` off, the row is flagged
+``needs_review`` for a human instead. The effect row records who performed it, how
+often and how it went, which is what lets a test (or an operator on call) check
+that every item was processed exactly once.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from airflow.sdk import Param, XComArg, get_current_context, task
@@ -37,6 +44,12 @@ QUEUE_PARAMS: dict[str, Any] = {
     ),
     "work_seconds": Param(
         0.0, type="number", minimum=0, description="how long the simulated side effect takes"
+    ),
+    "resend_unfinished": Param(
+        True,
+        type="boolean",
+        description="an item whose side effect was started but never finished: send it "
+        "again under its idempotency key (true), or flag it needs_review (false)",
     ),
 }
 """Parameters every queue-draining DAG takes; a run's conf can override each one."""
@@ -93,24 +106,22 @@ def process_row(
     effect = hook.atomic_upsert(
         params["effects_table"],
         key,
-        insert_value={"performedBy": me, "performedAt": timestamps.now(), "payload": payload},
+        insert_value={
+            "performedBy": me,
+            "performedAt": timestamps.now(),
+            "payload": payload,
+            "attempts": 1,
+        },
     )
     if effect["inserted"]:
-        try:
-            send(payload, work_seconds=params["work_seconds"])
-            outcome = {"status": "done", "effect": "performed"}
-        except Exception as exc:  # the external call failed: record why, do not retry
-            outcome = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-        hook.atomic_update(
-            params["effects_table"],
-            key,
-            mutations=[{"field": "outcome", "operation": "set", "value": outcome["status"]}],
-        )
-    else:  # re-delivered after a crash: the effect already happened (or failed) once
+        outcome = perform(hook, key, payload, params, effect="performed")
+    else:  # re-delivered after a crash: what the first attempt recorded decides
         first = effect["value"]
-        outcome = {"status": "done", "effect": f"already performed by {first['performedBy']}"}
-        if first.get("outcome") == "failed":
-            outcome = {"status": "failed", "error": "the side effect failed in an earlier run"}
+        recorded = RECORDED.get(first.get("outcome"))
+        if recorded is None:  # started, never finished
+            outcome = unfinished(hook, key, first, payload, params, me)
+        else:
+            outcome = recorded(first)
 
     # Finish the row, guarded on the claim: a run whose claim was taken over changes nothing.
     finished = hook.atomic_update(
@@ -127,11 +138,92 @@ def process_row(
     return {"key": key, **outcome, "finished": finished["updated"]}
 
 
+def perform(
+    hook: AtomicStoreHook, key: str, payload: Any, params: dict[str, Any], *, effect: str
+) -> dict[str, Any]:
+    """Send the side effect under the item's idempotency key and record how it went."""
+    try:
+        send(
+            payload, idempotency_key=f"{params['table']}/{key}", work_seconds=params["work_seconds"]
+        )
+        outcome = {"status": "done", "effect": effect}
+    except Exception as exc:  # the external call failed: record why, do not retry
+        outcome = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+    hook.atomic_update(
+        params["effects_table"],
+        key,
+        mutations=[{"field": "outcome", "operation": "set", "value": outcome["status"]}],
+    )
+    return outcome
+
+
+def unfinished(
+    hook: AtomicStoreHook,
+    key: str,
+    first: dict[str, Any],
+    payload: Any,
+    params: dict[str, Any],
+    me: str,
+) -> dict[str, Any]:
+    """The effect was started and never finished: send it again, or flag it for a human.
+
+    Its claimer died while sending (or this task is a retry of one that did), so
+    whether the remote side got it is unknown: passing the row as done could lose
+    the item. ``send`` is idempotent, so sending again under the same key is safe.
+    """
+    started = first["performedBy"]
+    if not params.get("resend_unfinished", True):
+        return needs_review(started)
+    # Take the effect over, unless its first attempt finished meanwhile (slow, not dead).
+    taken = hook.atomic_update(
+        params["effects_table"],
+        key,
+        where=[{"field": "outcome", "operator": "not_exists"}],
+        mutations=[
+            {"field": "attempts", "operation": "increment", "value": 1},
+            {"field": "resentBy", "operation": "set", "value": me},
+        ],
+    )
+    if not taken["updated"]:
+        latest = hook.get(params["effects_table"], key) or {}
+        recorded = RECORDED.get(latest.get("outcome"))
+        return needs_review(started) if recorded is None else recorded(latest)
+    effect = f"re-sent: the attempt by {started} never finished"
+    return perform(hook, key, payload, params, effect=effect)
+
+
+def needs_review(started: str) -> dict[str, Any]:
+    return {
+        "status": "needs_review",
+        "error": f"the side effect started by {started} never finished: check the remote "
+        "side, then set status to done (or to pending to send it again)",
+    }
+
+
+def already_done(first: dict[str, Any]) -> dict[str, Any]:
+    return {"status": "done", "effect": f"already performed by {first['performedBy']}"}
+
+
+def failed_before(first: dict[str, Any]) -> dict[str, Any]:
+    return {"status": "failed", "error": "the side effect failed in an earlier run"}
+
+
+#: What a re-delivered row becomes, by the outcome its effect row recorded.
+RECORDED: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "done": already_done,
+    "failed": failed_before,
+}
+
+
 # [END process_row]
 
 
-def send(payload: Any, *, work_seconds: float) -> None:
-    """Stand-in for the real side effect (an HTTP call, a payment…): takes time, may fail."""
+def send(payload: Any, *, idempotency_key: str, work_seconds: float) -> None:
+    """Stand-in for the real side effect (an HTTP call, a payment…): takes time, may fail.
+
+    A real one passes ``idempotency_key`` on (an ``Idempotency-Key`` header, a
+    deduplication id) so that the remote side applies a re-sent item at most once.
+    """
     time.sleep(work_seconds)
     if isinstance(payload, dict) and payload.get("fail"):
         raise RuntimeError(f"the remote side refused the item: {payload['fail']}")

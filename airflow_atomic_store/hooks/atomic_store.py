@@ -249,7 +249,9 @@ def _open_store(conn_id: str, conn: Connection) -> AtomicStore:
     options = _store_options(conn_id, conn)
     if conn_type in ("postgres", "postgresql"):
         connector = _postgres_connector(conn_id, _without_store_extras(conn))
-        return AtomicStore.from_connection_factory("postgresql", connector, **options)
+        return AtomicStore.from_connection_factory(
+            "postgresql", connector, secrets=(conn.password or "",), **options
+        )
     if conn_type == "sqlite":
         return AtomicStore(f"sqlite:///{_sqlite_path(conn_id, conn)}", **options)
     raise ConnectionConfigError(

@@ -6,10 +6,16 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
+import jinja2
 from airflow.sdk import BaseOperator
 
 from airflow_atomic_store.compat import AirflowFailException, SkipMixin
-from airflow_atomic_store.exceptions import IdempotencyKeyError, MutationError, SpecError
+from airflow_atomic_store.exceptions import (
+    AccessDeniedError,
+    IdempotencyKeyError,
+    MutationError,
+    SpecError,
+)
 from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
 from airflow_atomic_store.templating import (
     AtomicNamespace,
@@ -19,7 +25,6 @@ from airflow_atomic_store.templating import (
 )
 
 if TYPE_CHECKING:
-    import jinja2
     from airflow.sdk import Context
 
 _RETURN_KEY = "return_value"
@@ -28,6 +33,7 @@ _FINAL_ERRORS: dict[type[Exception], str] = {
     SpecError: "invalid spec",
     MutationError: "mutation cannot apply",
     IdempotencyKeyError: "idempotency key reused",
+    AccessDeniedError: "access denied",
 }
 
 
@@ -42,8 +48,11 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
       namespace, and a lone ``{{ … }}`` keeps its native type. This is done in
       :meth:`render_template`, which both mapped and unmapped tasks go through.
     * errors: an invalid spec or a mutation that cannot apply fails the task
-      without retries (retrying cannot fix it); anything else (a database outage)
-      fails it normally so that ``retries`` apply.
+      without retries (retrying cannot fix it); so does a template that fails to
+      render (an undefined variable, a syntax error) or that renders a whole field to
+      nothing (``None`` or blank text: only a literal ``None``/``[]`` in the DAG leaves
+      a field empty). Anything else (a database outage) fails it normally so that
+      ``retries`` apply.
     * ``short_circuit``: an empty result skips every downstream task; this task
       still succeeds and its ``return_value`` XCom still holds the result.
     * retries: Airflow runs a task at least once. Each task instance calls its
@@ -66,6 +75,8 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
         "return_fields": "json",
     }
     ui_color = "#d6eaf8"
+    #: The template field being rendered, while it is (its elements are not checked alone).
+    _rendering_field: str | None = None
 
     def __init__(
         self,
@@ -109,12 +120,54 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
         Airflow renders a mapped task through ``_do_render_template_fields`` of the
         unmapped operator, which calls this method for every field, so overriding it
         (rather than ``render_template_fields``) covers mapped and unmapped tasks alike.
+        A whole field's rendering is checked here too: a template error or a field
+        rendered to nothing fails the task without retries (re-rendering gives the same).
         """
         ensure_namespace(cast("MutableMapping[str, Any]", context))
         if seen_oids is not None and id(content) in seen_oids:
             # A mapped value resolved from XCom at run time (a claimed key, say) is
             # data, never a template: Airflow passes its id here so it is not rendered.
             return content
+        field = self._field_holding(content)
+        if field is None:  # an element inside the field being rendered (or no field at all)
+            return self._render_content(content, context, jinja_env, seen_oids)
+        self._rendering_field = field
+        try:
+            rendered = self._render_content(content, context, jinja_env, seen_oids)
+            if isinstance(content, str) and _is_nothing(rendered):
+                raise SpecError(
+                    field,
+                    f"the template {content!r} rendered to {rendered!r}; a template must "
+                    f"render to a value (to leave {field} empty, give None or [] in the DAG "
+                    "itself, not through a template)",
+                )
+        except SpecError as exc:
+            raise self._final(exc) from exc
+        except jinja2.TemplateError as exc:
+            raise AirflowFailException(
+                f"{self.task_id}: template error: {field}: {type(exc).__name__}: {exc} "
+                "(not retried: rendering again gives the same error)"
+            ) from exc
+        finally:
+            self._rendering_field = None
+        return rendered
+
+    def _field_holding(self, content: Any) -> str | None:
+        """The template field whose whole (unrendered) value ``content`` is, if any."""
+        if self._rendering_field is not None:
+            return None  # nested: the field being rendered already checks the whole
+        return next(
+            (name for name in self.template_fields if getattr(self, name, None) is content),
+            None,
+        )
+
+    def _render_content(
+        self,
+        content: Any,
+        context: Context,
+        jinja_env: jinja2.Environment | None,
+        seen_oids: set[int] | None,
+    ) -> Any:
         if isinstance(content, str):
             return render_value(jinja_env or self.get_template_env(), content, context)
         return super().render_template(content, context, jinja_env, seen_oids)
@@ -126,11 +179,8 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
         try:
             key = self._key_for(context)
             result = self.run_primitive(self.hook, namespace, key)
-        except (SpecError, MutationError, IdempotencyKeyError) as exc:
-            raise AirflowFailException(
-                f"{self.task_id}: {_FINAL_ERRORS[type(exc)]}: {exc} "
-                "(not retried: retrying cannot fix it)"
-            ) from exc
+        except tuple(_FINAL_ERRORS) as exc:
+            raise self._final(exc) from exc
         finally:
             self.hook.close()
         self.log.info("%s", self.describe(result))
@@ -144,6 +194,13 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
         if self.short_circuit and self.is_empty(result):
             self._skip_downstream(context, result)
         return result
+
+    def _final(self, exc: Exception) -> AirflowFailException:
+        """The failure Airflow does not retry, for an error that retrying cannot fix."""
+        label = next(text for kind, text in _FINAL_ERRORS.items() if isinstance(exc, kind))
+        return AirflowFailException(
+            f"{self.task_id}: {label}: {exc} (not retried: retrying cannot fix it)"
+        )
 
     def _key_for(self, context: Context) -> str | None:
         """The task instance's idempotency key: the same on every try of it."""
@@ -187,3 +244,10 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
             return
         self.log.info("result is empty: skipping %d downstream task(s)", len(to_skip))
         self.skip(ti=ti, tasks=to_skip)
+
+
+def _is_nothing(rendered: Any) -> bool:
+    """A rendered field that holds nothing: ``None``, an undefined value or blank text."""
+    if rendered is None or isinstance(rendered, jinja2.Undefined):
+        return True
+    return isinstance(rendered, str) and not rendered.strip()

@@ -43,6 +43,7 @@ from airflow_atomic_store.store.receipts import (
     parse_idempotency_key,
     parse_retention,
 )
+from airflow_atomic_store.store.urls import parse_postgres_url, redact_url
 
 _BACKENDS: dict[str, Callable[..., Backend]] = {}
 
@@ -61,8 +62,9 @@ def _postgres(url: str, **options: Any) -> Backend:
     from airflow_atomic_store.store.dialects.postgres import PostgresBackend
 
     options.pop("busy_timeout", None)
-    dsn = "postgresql://" + url.split("://", 1)[1]
-    return PostgresBackend(lambda: psycopg.connect(dsn), **options)
+    parsed = parse_postgres_url(url)
+    secrets = () if parsed.password is None else (parsed.password,)
+    return PostgresBackend(lambda: psycopg.connect(parsed.dsn), secrets=secrets, **options)
 
 
 _BACKENDS.update({"sqlite": _sqlite, "postgresql": _postgres, "postgres": _postgres})
@@ -119,7 +121,8 @@ class AtomicStore:
         factory = _BACKENDS.get(scheme)
         if factory is None:
             raise SpecError(
-                "url", f"unsupported store URL {_redact(url)!r}; use sqlite:///… or postgresql://…"
+                "url",
+                f"unsupported store URL {redact_url(url)!r}; use sqlite:///… or postgresql://…",
             )
         options: dict[str, Any] = {
             "storage_table": storage_table,
@@ -161,11 +164,13 @@ class AtomicStore:
         statement_timeout: float | None = None,
         auto_claim_sets: bool = True,
         receipt_retention: float = DEFAULT_RETENTION_SECONDS,
+        secrets: Sequence[str] = (),
     ) -> AtomicStore:
         """A PostgreSQL store whose connections come from ``connect()``.
 
         This is how the Airflow hook reuses the Postgres provider's connection
         handling (SSL and other extras) instead of re-parsing connection URLs.
+        ``secrets`` (the connection's password) never appear in an error message.
         """
         if dialect not in ("postgresql", "postgres"):
             raise SpecError("dialect", f"connection factories are for PostgreSQL, got {dialect!r}")
@@ -177,6 +182,7 @@ class AtomicStore:
                 storage_table=storage_table,
                 lock_timeout=lock_timeout,
                 statement_timeout=statement_timeout,
+                secrets=tuple(secret for secret in secrets if secret),
             ),
             auto_claim_sets=auto_claim_sets,
             receipt_retention=receipt_retention,
@@ -440,13 +446,3 @@ def _required_mutations(mutations: Any, field: str) -> tuple[Mutation, ...]:
     if not parsed:
         raise SpecError(field, "at least one mutation is required")
     return parsed
-
-
-def _redact(url: str) -> str:
-    """Hide a password in URLs shown in error messages."""
-    if "@" not in url or "://" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    credentials, host = rest.rsplit("@", 1)
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in credentials else url

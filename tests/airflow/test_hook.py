@@ -14,7 +14,12 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from airflow_atomic_store import AtomicStoreHook, ConnectionConfigError, SpecError
+from airflow_atomic_store import (
+    AtomicStoreHook,
+    ConnectionConfigError,
+    SpecError,
+    StoreUnavailableError,
+)
 from tests.support.postgres_server import PostgresServer
 
 
@@ -249,3 +254,38 @@ def test_the_auto_claim_sets_extra_works_on_sqlite_and_is_validated(
     )
     with pytest.raises(ConnectionConfigError, match="auto_claim_sets"):
         AtomicStoreHook(conn_id="lite_bad").get("jobs", "j-1")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "connection",
+    [
+        "postgresql://someone:Kx7q@Zr9w@127.0.0.1:1/atomic_store",  # an unencoded "@"
+        {
+            "conn_type": "postgres",
+            "host": "127.0.0.1",
+            "port": 1,
+            "login": "someone",
+            "password": "Kx7q@Zr9w",
+            "schema": "atomic_store",
+        },
+    ],
+    ids=["uri", "json"],
+)
+def test_a_connection_password_never_reaches_an_error_message(
+    monkeypatch: pytest.MonkeyPatch, connection: str | dict
+) -> None:
+    define(monkeypatch, "with_password", connection)
+    hook = AtomicStoreHook(conn_id="with_password")
+
+    ok, message = hook.test_connection()
+    with pytest.raises(StoreUnavailableError) as raised:
+        hook.put("t", "k", {})
+
+    assert not ok and 'connection to server at "127.0.0.1", port 1 failed' in message
+    shown = [message]
+    error: BaseException | None = raised.value
+    while error is not None:
+        shown.append(str(error))
+        error = error.__cause__ or error.__context__
+    assert not [text for text in shown if "Kx7q" in text or "Zr9w" in text]

@@ -210,3 +210,62 @@ def test_claimed_needs_a_dag() -> None:
 def test_only_a_short_circuiting_operator_can_skip_downstream_tasks() -> None:
     assert AtomicClaimOperator(task_id="a", table="t", short_circuit=True).inherits_from_skipmixin
     assert not AtomicClaimOperator(task_id="b", table="t").inherits_from_skipmixin
+
+
+@pytest.mark.parametrize(
+    ("field", "template"),
+    [
+        ("where", "{{ dag_run.conf.get('guard') }}"),
+        ("mutations", "{{ dag_run.conf.get('mutations', '') }}"),
+        ("return_fields", "{{ dag_run.conf.get('fields') }}"),
+        ("idempotency_key", "{{ dag_run.conf.get('key') }}"),
+        ("table", "{% if dag_run.conf.get('table') %}t{% endif %}"),
+    ],
+)
+def test_a_field_rendered_to_nothing_is_a_spec_error_on_both_rendering_paths(
+    field: str, template: str
+) -> None:
+    from airflow_atomic_store.compat import AirflowFailException
+    from airflow_atomic_store.exceptions import SpecError
+
+    spec = {"table": "t", "mutations": [{"field": "n", "operation": "set", "value": 1}]}
+    with make_dag() as dag:
+        unmapped = AtomicUpdateOperator(task_id="take", key="k", **{**spec, field: template})
+        mapped = AtomicUpdateOperator.partial(task_id="mark", **{**spec, field: template}).expand(
+            key=["k"]
+        )
+    for op in (unmapped, mapped):
+        with pytest.raises(AirflowFailException, match=f"invalid spec: {field}: the template"):
+            op.render_template_fields(task_context(dag, map_index=0))  # type: ignore[arg-type]
+        with pytest.raises(AirflowFailException) as failure:
+            op.render_template_fields(task_context(dag, map_index=0))  # type: ignore[arg-type]
+        assert isinstance(failure.value.__cause__, SpecError)
+        assert failure.value.__cause__.field == field
+
+
+def test_literal_none_and_empty_fields_stay_empty_and_nested_values_may_render_to_none() -> None:
+    with make_dag() as dag:
+        op = AtomicUpdateOperator(
+            task_id="take",
+            table="t",
+            key="k",
+            where=None,
+            return_fields=[],
+            mutations=[
+                {"field": "note", "operation": "set", "value": "{{ dag_run.conf.get('n') }}"}
+            ],
+        )
+    op.render_template_fields(task_context(dag))  # type: ignore[arg-type]
+    assert (op.where, op.return_fields) == (None, [])
+    assert op.mutations == [{"field": "note", "operation": "set", "value": None}]
+
+
+def test_an_undefined_variable_is_a_final_failure_naming_the_field() -> None:
+    from airflow_atomic_store.compat import AirflowFailException
+
+    with make_dag() as dag:
+        op = AtomicUpsertOperator(
+            task_id="seed", table="t", key="{{ dag_run.conf['missing'] }}", insert_value={}
+        )
+    with pytest.raises(AirflowFailException, match="seed: template error: key: UndefinedError"):
+        op.render_template_fields(task_context(dag))  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from typing import Any
 
 from airflow.sdk import task
 
-from airflow_atomic_store import AtomicClaimOperator, AtomicStore
+from airflow_atomic_store import AtomicClaimOperator, AtomicStore, AtomicStoreHook
 from airflow_atomic_store.timestamps import shifted
 from tests.airflow.dagrun import DagRunResult, new_dag
 from tests.example_dags.examples import airflow_metadata, example_dag, example_dags, stored_rows
@@ -210,3 +210,88 @@ def test_recovery_reclaims_only_stale_in_flight_rows_and_processes_them_like_the
     # A fresh claim and a pending row are not the recovery's business.
     assert queued["busy"] == {**live, "payload": {}}
     assert queued["waiting"]["status"] == "pending"
+
+
+def _stale_rows_with_an_unfinished_effect(store_url: str, dead: str) -> str:
+    """Two stale rows of a dead run; it had started stale-0's side effect, never finished it."""
+    long_ago = shifted(timedelta(hours=-1))
+    with AtomicStore(store_url) as store:
+        for n in range(2):
+            stale = {"status": "in_flight", "claimedAt": long_ago, "claimedBy": dead}
+            store.put("pending_ops", f"stale-{n}", {**stale, "payload": {"item": n}})
+        started = {"performedBy": dead, "performedAt": long_ago, "payload": {"item": 0}}
+        store.put("pending_ops_effects", "stale-0", {**started, "attempts": 1})  # no outcome
+    return long_ago
+
+
+def test_recovery_re_sends_an_effect_that_a_dead_claimer_started_but_never_finished(
+    run_dag: RunDag, conf: dict[str, Any], store_url: str
+) -> None:
+    dead = "queue_dispatcher/manual__died_while_sending"
+    long_ago = _stale_rows_with_an_unfinished_effect(store_url, dead)
+
+    run = run_dag(example_dag("stale_claim_recovery"), conf={**conf, "stale_after_seconds": 60})
+
+    assert run.state == "success"
+    queued, effects = (
+        stored_rows(store_url, "pending_ops"),
+        stored_rows(store_url, "pending_ops_effects"),
+    )
+    # Sent again under the item's idempotency key: never passed as "already performed".
+    assert queued["stale-0"]["status"] == "done"
+    assert queued["stale-0"]["effect"] == f"re-sent: the attempt by {dead} never finished"
+    assert effects["stale-0"] == {
+        "performedBy": dead,
+        "performedAt": long_ago,
+        "payload": {"item": 0},
+        "attempts": 2,
+        "resentBy": run.execution_id,
+        "outcome": "done",
+    }
+    assert queued["stale-1"]["effect"] == "performed"
+    assert effects["stale-1"]["attempts"] == 1
+
+
+def test_with_resending_off_an_unfinished_effect_is_flagged_for_review_never_passed_as_done(
+    run_dag: RunDag, conf: dict[str, Any], store_url: str
+) -> None:
+    dead = "queue_dispatcher/manual__died_while_sending"
+    _stale_rows_with_an_unfinished_effect(store_url, dead)
+    recovery = example_dag("stale_claim_recovery")
+    no_resend = {**conf, "stale_after_seconds": 60, "resend_unfinished": False}
+
+    run = run_dag(recovery, conf=no_resend)
+    again = run_dag(recovery, conf={**no_resend, "stale_after_seconds": 0})
+
+    assert run.state == again.state == "success"
+    queued, effects = (
+        stored_rows(store_url, "pending_ops"),
+        stored_rows(store_url, "pending_ops_effects"),
+    )
+    assert queued["stale-0"]["status"] == "needs_review"
+    assert queued["stale-0"]["error"] == (
+        f"the side effect started by {dead} never finished: check the remote side, "
+        "then set status to done (or to pending to send it again)"
+    )
+    assert "outcome" not in effects["stale-0"] and effects["stale-0"]["attempts"] == 1
+    assert queued["stale-1"]["status"] == "done"
+    assert again.xcom("reclaim")["count"] == 0  # a flagged row waits for a human
+
+
+def test_an_unfinished_effect_that_finishes_meanwhile_is_not_sent_again(
+    store_conn: str, store_url: str
+) -> None:
+    example_dags()  # puts example_dags/ on sys.path, as Airflow does for a DAGs folder
+    from _queue_processing import unfinished
+
+    slow = "queue_dispatcher/manual__slow_not_dead"
+    started = {"performedBy": slow, "payload": {"item": 0}, "attempts": 1}
+    with AtomicStore(store_url) as store:  # the slow run records its outcome after all
+        store.put("pending_ops_effects", "op-0", {**started, "outcome": "done"})
+    params = {"table": "pending_ops", "effects_table": "pending_ops_effects", "work_seconds": 0}
+
+    with AtomicStoreHook(store_conn) as hook:
+        outcome = unfinished(hook, "op-0", started, {"item": 0}, params, "recovery/run")
+
+    assert outcome == {"status": "done", "effect": f"already performed by {slow}"}
+    assert stored_rows(store_url, "pending_ops_effects")["op-0"] == {**started, "outcome": "done"}

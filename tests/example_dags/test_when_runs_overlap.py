@@ -87,13 +87,20 @@ def test_a_dispatcher_killed_after_claiming_leaves_rows_that_recovery_finishes_o
     assert {key: value["status"] for key, value in queued.items()} == dict.fromkeys(stuck, "done")
     assert {value["claimedBy"] for value in queued.values()} == {recovered.execution_id}
     assert {value["recoveries"] for value in queued.values()} == {1}
-    # The killed run's side effect is not performed again; every other one is, once.
+    # The killed run died while sending: nobody knows whether the remote side got that
+    # item, so recovery sends it again under its idempotency key (never "already
+    # performed"); every other side effect is performed once.
     [(started, _)] = effects.items()
-    assert after[started]["performedBy"] == dead
-    assert queued[started]["effect"] == f"already performed by {dead}"
+    assert "outcome" not in effects[started]
+    assert (after[started]["performedBy"], after[started]["resentBy"]) == (
+        dead,
+        recovered.execution_id,
+    )
+    assert (after[started]["attempts"], after[started]["outcome"]) == (2, "done")
+    assert queued[started]["effect"] == f"re-sent: the attempt by {dead} never finished"
     assert sorted(after) == sorted(stuck)
     for key in set(stuck) - {started}:
-        assert after[key]["performedBy"] == recovered.execution_id
+        assert (after[key]["performedBy"], after[key]["attempts"]) == (recovered.execution_id, 1)
         assert queued[key]["effect"] == "performed"
 
 

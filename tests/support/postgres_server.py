@@ -25,6 +25,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -185,6 +186,27 @@ class PostgresServer:
             dbname=dbname,
         )
         return f"postgresql://{role}@127.0.0.1:{self.port}/{_checked_name(dbname)}"
+
+    def require_password(self, role: str, password: str, *, dbname: str | None = None) -> str:
+        """Give login role ``role`` a password that the server checks (``scram-sha-256``).
+
+        The cluster trusts every local connection (``initdb -A trust``); a line for
+        ``role`` alone, ahead of the others in ``pg_hba.conf``, makes the server ask it
+        for its password. Returns the role's URL with the password.
+        """
+        name = _checked_name(role)
+        self.execute(f"ALTER ROLE \"{name}\" PASSWORD '{password.replace(chr(39), chr(39) * 2)}'")
+        self.add_hba_line(f"host all {name} 127.0.0.1/32 scram-sha-256")
+        database = _checked_name(dbname or self.dbname)
+        self._wait_until_refused(f"postgresql://{name}@127.0.0.1:{self.port}/{database}")
+        secret = urllib.parse.quote(password, safe="")
+        return f"postgresql://{name}:{secret}@127.0.0.1:{self.port}/{database}"
+
+    def add_hba_line(self, line: str) -> None:
+        """Put ``line`` first in ``pg_hba.conf`` (the first matching line wins) and reload."""
+        hba = self.data_dir / "pg_hba.conf"
+        hba.write_text(f"{line}\n{hba.read_text()}")  # keeps the file's owner (the server user)
+        self.execute("SELECT pg_reload_conf()")
 
     def drop_user_schema(self, name: str, *, dbname: str | None = None) -> None:
         """Disconnect role ``name``, then drop its schema (with everything in it) and the role."""
@@ -350,6 +372,19 @@ class PostgresServer:
                 if time.monotonic() > deadline:
                     raise self._error(f"server did not accept connections: {exc}") from exc
                 time.sleep(0.05)
+
+    def _wait_until_refused(self, url: str, timeout: float = 10.0) -> None:
+        """Wait until the server has reloaded its configuration and refuses ``url``."""
+        import psycopg
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                psycopg.connect(url, connect_timeout=5).close()
+            except psycopg.OperationalError:
+                return
+            time.sleep(0.02)
+        raise self._error(f"the server still accepts {url} after reloading pg_hba.conf")
 
     def _pg_ctl_run(self, args: Sequence[str], *, check: bool = True) -> None:
         self._run([str(self._pg_ctl), *args], what=f"pg_ctl {args[0]}", check=check)

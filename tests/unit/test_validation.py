@@ -132,6 +132,7 @@ def test_storage_table_must_be_a_plain_identifier():
 
 def test_the_public_api_is_pinned():
     assert sorted(airflow_atomic_store.__all__) == [
+        "AccessDeniedError",
         "AtomicClaimOperator",
         "AtomicStore",
         "AtomicStoreError",

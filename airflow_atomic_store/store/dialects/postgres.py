@@ -11,6 +11,7 @@ insert from an update.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from psycopg import sql
 from psycopg.rows import tuple_row
 
 from airflow_atomic_store.exceptions import (
+    AccessDeniedError,
     AtomicStoreError,
     MutationError,
     StoreUnavailableError,
@@ -45,12 +47,25 @@ from airflow_atomic_store.store.dialects.postgres_where import (
     without_placeholders,
 )
 from airflow_atomic_store.store.receipts import Receipt
+from airflow_atomic_store.store.urls import scrub
 
 Connect = Callable[[], psycopg.Connection[Any]]
 
 #: SQLSTATE classes that mean "try again later": connection trouble,
 #: lock/statement timeouts, serialisation failures, server shutdown.
 _TRANSIENT_PREFIXES = ("08", "40", "53", "55P03", "57")
+#: SQLSTATEs of a refusal for good: invalid authorization (28000, 28P01), a missing
+#: privilege (42501), an unknown database (3D000).
+_ACCESS_DENIED_PREFIXES = ("28", "42501", "3D000")
+#: The same refusals when connecting, where libpq gives the server's text but no SQLSTATE.
+_ACCESS_DENIED_TEXT = re.compile(
+    r"authentication failed"  # password (28P01), ident, peer, GSSAPI, LDAP, cert…
+    r"|no password supplied"
+    r"|pg_hba\.conf rejects connection|no pg_hba\.conf entry"  # 28000
+    r"|is not permitted to log in"  # 28000
+    r"|permission denied for database"  # 42501: no CONNECT privilege
+    r'|(?:role|database) ".*" does not exist'  # 28000, 3D000
+)
 
 
 class PostgresBackend:
@@ -63,8 +78,10 @@ class PostgresBackend:
         storage_table: str,
         lock_timeout: float | None = None,
         statement_timeout: float | None = None,
+        secrets: tuple[str, ...] = (),
     ) -> None:
         self._connect = connect
+        self._secrets = secrets  # the password: scrubbed from every message
         self._table_name = check_storage_table(storage_table)
         self._table = sql.Identifier(self._table_name).as_string(None)
         self._receipts = receipts.receipts_table(self._table_name)
@@ -162,21 +179,33 @@ class PostgresBackend:
                 else:
                     yield self._reused_cursor
             except psycopg.Error as exc:
-                raise self._translate(exc) from exc
+                error = self._translate(exc)
+                if scrub(str(exc), self._secrets) != str(exc):
+                    raise error from None  # the driver's own text, in a traceback, would show it
+                raise error from exc
 
     def _translate(self, exc: psycopg.Error) -> AtomicStoreError:
         state = getattr(exc, "sqlstate", None) or ""
+        text = scrub(str(exc), self._secrets)
         if state == schema.MUTATION_ERROR_SQLSTATE:
             diag = exc.diag
             return MutationError(diag.message_detail or "mutations", diag.message_primary or "")
         self._discard_broken_connection()
+        if state.startswith(_ACCESS_DENIED_PREFIXES) or (
+            not state and _ACCESS_DENIED_TEXT.search(text)
+        ):
+            return AccessDeniedError(
+                f"PostgreSQL store access denied: {text}".strip()
+                + " (check the connection's user, password and database, the server's "
+                "pg_hba.conf and the role's grants; retrying cannot fix it)"
+            )
         if state:  # the server said why: only some classes are worth a retry
             transient = state.startswith(_TRANSIENT_PREFIXES)
         else:  # no SQLSTATE: connecting failed, or the connection broke
             transient = isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
         if transient:
-            return StoreUnavailableError(f"PostgreSQL store unavailable: {exc}".strip())
-        return AtomicStoreError(f"PostgreSQL store error: {exc}".strip())
+            return StoreUnavailableError(f"PostgreSQL store unavailable: {text}".strip())
+        return AtomicStoreError(f"PostgreSQL store error: {text}".strip())
 
     def _discard_broken_connection(self) -> None:
         connection, self._connection = self._connection, None
