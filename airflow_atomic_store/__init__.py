@@ -6,6 +6,7 @@ outside Airflow can use it; the hook and operators load lazily on first use.
 
 from __future__ import annotations
 
+from importlib import metadata as _metadata
 from typing import TYPE_CHECKING, Any
 
 from airflow_atomic_store.exceptions import (
@@ -27,7 +28,10 @@ if TYPE_CHECKING:
         AtomicUpsertOperator,
     )
 
-__version__ = "0.1.0"
+try:  # the one version is pyproject.toml's, read back from the installed metadata
+    __version__ = _metadata.version("airflow-atomic-store")
+except _metadata.PackageNotFoundError:  # imported from a source tree that is not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AccessDeniedError",

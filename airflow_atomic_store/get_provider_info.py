@@ -1,18 +1,22 @@
 """Provider metadata for Airflow's providers manager (entry point ``apache_airflow_provider``).
 
 Kept import-light: the providers manager calls this while Airflow starts, so it
-must not import Airflow, the hook or the store.
+must not import Airflow or the hook (the package itself imports only the store,
+which imports no Airflow).
 """
 
 from __future__ import annotations
 
 import importlib.util
-from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
+
+from airflow_atomic_store import __version__
 
 PACKAGE_NAME = "airflow-atomic-store"  # must equal the distribution name exactly
 INTEGRATION = "Atomic Store"
 HOOK_CLASS = "airflow_atomic_store.hooks.atomic_store.AtomicStoreHook"
+EXAMPLE_DAGS = "airflow_atomic_store.example_dags"
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -24,7 +28,7 @@ def get_provider_info() -> dict[str, Any]:
             "concurrent DAG runs, mapped tasks and workers coordinate through shared rows "
             "without races."
         ),
-        "versions": [_installed_version()],
+        "versions": [__version__],
         "integrations": [{"integration-name": INTEGRATION, "tags": ["software"]}],
         "hooks": [
             {
@@ -43,14 +47,21 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "connection-types": _connection_types(),
+        "example-dags": _example_dags(),
     }
 
 
-def _installed_version() -> str:
-    try:
-        return version(PACKAGE_NAME)
-    except PackageNotFoundError:  # imported from a source tree that is not installed
-        return "0+unknown"
+def _example_dags() -> list[str]:
+    """The example DAG modules shipped in the package, as ``airflow_atomic_store.example_dags``.
+
+    Airflow's provider-info schema has no key for example DAGs and accepts keys it does
+    not define (it ignores this one; ``airflow providers get --full`` shows it). With
+    ``[core] load_examples`` Airflow parses the package's ``example_dags`` folder itself.
+    An editable install has no such folder (the files stay in the repository's
+    ``example_dags/``): the list is empty there. ``_``-prefixed files are helpers.
+    """
+    folder = Path(__file__).with_name("example_dags")
+    return sorted(f"{EXAMPLE_DAGS}.{path.stem}" for path in folder.glob("[!_]*.py"))
 
 
 def _connection_types() -> list[dict[str, Any]]:
