@@ -79,10 +79,13 @@ def traced(store: AtomicStore) -> list[str]:
 
 
 def written(statements: list[str]) -> list[str]:
-    """The statements of the last write transaction (claim sets are listed before it)."""
-    start = len(statements) - 1 - statements[::-1].index("BEGIN IMMEDIATE")
-    end = statements.index("COMMIT", start)
-    return statements[start + 1 : end]
+    """The statements but transaction control and the listing of claimable sets."""
+    return [
+        statement
+        for statement in statements
+        if statement.split(None, 1)[0] not in ("BEGIN", "COMMIT", "ROLLBACK")
+        and "_claim_sets AS s" not in statement
+    ]
 
 
 def test_update_of_top_level_sets_stores_the_text_apply_gives(store, path):
@@ -115,6 +118,18 @@ def test_default_claim_is_one_update_statement(store):
     (statement,) = written(statements)
     assert statement.startswith("UPDATE atomic_store_rows SET value = json_set(value, '$.status'")
     assert "RETURNING" in statement
+    assert "BEGIN IMMEDIATE" not in statements  # one statement is its own transaction
+
+
+def test_a_keyed_claim_records_its_receipt_in_the_same_transaction(store):
+    store.put("t", "a", {"status": "pending"})
+    statements = traced(store)
+    assert store.atomic_claim("t", idempotency_key="k")["count"] == 1
+    claim = next(i for i, statement in enumerate(statements) if "json_set" in statement)
+    start = claim - statements[claim::-1].index("BEGIN IMMEDIATE")
+    body = statements[start + 1 : statements.index("COMMIT", start)]
+    assert [statement.split(None, 1)[0] for statement in body] == ["SELECT", "UPDATE", "INSERT"]
+    assert "_receipts" in body[0] and "json_set" in body[1] and "_receipts" in body[2]
 
 
 def test_claim_through_a_claimable_set_is_one_update_statement_on_its_index(store):

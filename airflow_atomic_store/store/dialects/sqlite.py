@@ -258,16 +258,25 @@ class SqliteBackend:
                 time.sleep(random.uniform(0.005, 0.05))
 
     @contextmanager
-    def _transaction(self, *, write: bool = True) -> Iterator[sqlite3.Connection]:
+    def _transaction(
+        self, *, write: bool = True, alone: bool = False
+    ) -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` (or, to only read, ``BEGIN``) … ``COMMIT``.
 
-        Any exception rolls back, so a primitive never half-applies.
+        Any exception rolls back, so a primitive never half-applies. ``alone``:
+        the caller runs one write statement, which SQLite runs as a transaction
+        of its own that takes the write lock (waiting on the busy timeout) before
+        it reads, as ``BEGIN IMMEDIATE`` does; the explicit pair would only add
+        two round trips (about a tenth of a claim of 10).
         """
         with self._lock:
             try:
                 if self._connection is None:
                     self._connection = self._open()
                 connection = self._connection
+                if alone:
+                    yield connection
+                    return
                 connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
                     yield connection
@@ -481,11 +490,11 @@ class SqliteBackend:
         receipt: Receipt | None = None,
     ) -> tuple[dict[str, Any] | None, bool]:
         where_sql, params = self._where.compile(where, match)
-        with self._transaction() as connection:
+        fields = plain_fields(mutations)
+        with self._transaction(alone=fields is not None and receipt is None) as connection:
             recorded = self._recorded(connection, receipt)
             if recorded is not _NOTHING:
                 return recorded[0], True
-            fields = plain_fields(mutations)
             if fields is not None:  # one UPDATE … RETURNING: no read, no Python apply
                 row = connection.execute(
                     self._statement("guarded_update", where_sql, mutation=json_set_sql(fields)),
@@ -515,11 +524,13 @@ class SqliteBackend:
         claim_set: ChosenSet | None = None,
         receipt: Receipt | None = None,
     ) -> tuple[list[Row], bool]:
-        with self._transaction() as connection:
+        fields = plain_fields(mutations)
+        # Ordered by created_at and without a receipt the claim is one statement.
+        alone = fields is not None and receipt is None and ordering.column == "created_at"
+        with self._transaction(alone=alone) as connection:
             recorded = self._recorded(connection, receipt)
             if recorded is not _NOTHING:
                 return [(key, value) for key, value in recorded], True
-            fields = plain_fields(mutations)
             if fields is not None:
                 claimed = self._claim_in_sql(
                     connection, table, where, match, ordering, limit, mutations, fields, claim_set
