@@ -345,3 +345,14 @@ def edge_mutation_lists(
 execution_ids = st.none() | st.text(
     st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=8
 )
+
+
+#: Plain top-level names: SQLite runs a list of sets on these as one json_set.
+plain_names = st.sampled_from(["a", "b", "status", "claimedBy", "_x9"])
+top_level_sets = st.lists(
+    st.fixed_dictionaries(
+        {"field": plain_names, "operation": st.just("set"), "value": json_values}
+    ),
+    min_size=1,
+    max_size=4,
+)

@@ -18,7 +18,13 @@ from airflow_atomic_store import MutationError
 from airflow_atomic_store.spec import apply, evaluate, parse_mutations, parse_where
 from airflow_atomic_store.spec.values import is_number
 from airflow_atomic_store.spec.values import json_equal as exact_json_equal
-from tests.property.strategies import documents, mutation_lists, wheres
+from tests.property.strategies import (
+    documents,
+    edge_documents,
+    mutation_lists,
+    top_level_sets,
+    wheres,
+)
 
 _tables = itertools.count()
 
@@ -139,3 +145,37 @@ def test_atomic_upsert_matches_the_oracle(module_store, data, exists):
     assert result["inserted"] is False
     assert json_equal(result["value"], expected)
     assert json_equal(module_store.get(table, "row"), expected)
+
+
+@given(
+    data=st.data(),
+    rows=st.lists(edge_documents, min_size=1, max_size=6),
+    order_by=st.sampled_from(["createdAt", "recordTimestamp"]),
+    direction=st.sampled_from(["asc", "desc"]),
+)
+def test_atomic_claim_returns_and_stores_what_apply_gives_in_claim_order(
+    module_store, data, rows, order_by, direction
+):
+    # Top-level sets take SQLite's json_set statement, the rest its Python path.
+    mutations = data.draw(top_level_sets | mutation_lists(rows[0]), label="mutations")
+    limit = data.draw(st.integers(1, 7), label="limit")
+    table = fresh_table()
+    for index, document in enumerate(rows):
+        module_store.put(table, f"k{index}", document)
+    keys = [f"k{i}" for i in range(len(rows))][:: 1 if direction == "asc" else -1][:limit]
+    parsed = parse_mutations(mutations)
+    try:
+        expected = [(key, apply(parsed, rows[int(key[1:])])) for key in keys]
+    except MutationError:
+        with pytest.raises(MutationError):
+            module_store.atomic_claim(table, mutations=mutations, limit=limit)
+        for index, document in enumerate(rows):
+            assert json_equal(module_store.get(table, f"k{index}"), document)
+        return
+    result = module_store.atomic_claim(
+        table, mutations=mutations, order_by=order_by, direction=direction, limit=limit
+    )
+    assert [row["key"] for row in result["claimed"]] == keys
+    for row, (_, value) in zip(result["claimed"], expected, strict=True):
+        assert json_equal(row["value"], value)
+        assert json_equal(module_store.get(table, row["key"]), value)

@@ -1,0 +1,68 @@
+"""Top-level ``set`` mutations as one ``json_set`` expression, so a claim is one statement.
+
+The SQLite backend applies mutations through the reference ``apply`` in
+Python, which costs a read, a deep copy, a JSON round trip and a write per
+row. The mutations almost every claim and "mark done" update carries (``set``
+of a top-level field with a plain name) have one meaning that ``json_set``
+computes exactly: a row value is always an object, so such a ``set`` cannot
+fail, it replaces the member in place or appends it, left to right, as
+``apply`` does. SQLite (3.40 here) keeps the text of every number and string
+it does not touch when it writes the document back, so the stored JSON is the
+text ``apply`` and ``dumps`` would have stored (``tests/integration/
+test_sqlite_json_set.py``). Anything else keeps the Python path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from airflow_atomic_store.spec import Mutation, Ordering
+from airflow_atomic_store.spec.values import dumps
+from airflow_atomic_store.store.dialects.sqlite_where import json_path, literal
+
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def plain_fields(mutations: Sequence[Mutation]) -> tuple[str, ...] | None:
+    """The fields set, in order, when every mutation sets a top-level plain-named field."""
+    fields = []
+    for mutation in mutations:
+        segments = mutation.path.segments
+        if mutation.operation != "set" or len(segments) != 1:
+            return None
+        (name,) = segments
+        if not isinstance(name, str) or not _PLAIN_NAME.fullmatch(name):
+            return None
+        fields.append(name)
+    return tuple(fields) if fields else None
+
+
+@lru_cache(maxsize=256)
+def json_set_sql(fields: tuple[str, ...]) -> str:
+    """``json_set(value, '$.f1', json(?), …)``: each value bound as its JSON text.
+
+    ``json(?)`` makes SQLite insert the bound text as JSON (object, array,
+    number, …) rather than as a string; the paths go through ``literal()``.
+    """
+    pairs = ", ".join(f"{literal(json_path((name,)))}, json(?)" for name in fields)
+    return f"json_set(value, {pairs})"
+
+
+def json_set_params(mutations: Sequence[Mutation]) -> list[str]:
+    return [dumps(mutation.value) for mutation in mutations]
+
+
+def in_claim_order(
+    rows: Sequence[tuple[str, str, Any]], ordering: Ordering
+) -> list[tuple[str, str]]:
+    """``(key, value, order column)`` rows sorted as ``order_sql`` orders them.
+
+    ``RETURNING`` gives no order. Keys are unique in a table, so ``(column,
+    key)`` is a total order; Python compares ``str`` by code point, which is
+    SQLite's ``BINARY`` order on UTF-8 text.
+    """
+    ordered = sorted(rows, key=lambda row: (row[2], row[0]), reverse=ordering.direction == "desc")
+    return [(key, value) for key, value, _ in ordered]
