@@ -116,8 +116,19 @@ ON_3_2 = {
     "tests/example_dags": NO_DAG_TEST,
 }
 
+# The DAG runs themselves work on 3.0; the tests' helper does not (yet) on that line.
+HARNESS_3_1 = (
+    "tests/airflow/dagrun.py serialises and reads back DAG runs with 3.1+ APIs "
+    "(LazyDeserializedDAG.from_dag; XComModel.get_many returning a select)"
+)
+ON_3_0 = {
+    **BEFORE_3_2,
+    "tests/airflow/test_compat.py::test_the_fail_exception_fails_a_task_at_once": HARNESS_3_1,
+    "tests/airflow/test_dag_runs_": HARNESS_3_1,
+}
+
 LINES = [
-    Line("3.0", SUBSET, ["-W", OLD_BRANCH_ALIAS, "-p", "airflow30_dag_test"], BEFORE_3_2),
+    Line("3.0", SUBSET, ["-W", OLD_BRANCH_ALIAS], ON_3_0),
     Line("3.1", SUBSET, ["-W", OLD_BRANCH_ALIAS], BEFORE_3_2),
     Line("3.2", SUBSET, [], ON_3_2),
     Line("3.3", FULL),
