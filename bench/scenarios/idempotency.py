@@ -15,9 +15,9 @@ from typing import Any
 from airflow_atomic_store import AtomicStore
 from bench import loading
 from bench.environment import BenchEnvironment
-from bench.scenarios.latency import DECREMENT, GUARD, INCREMENT, measure
+from bench.scenarios.latency import DECREMENT, GUARD, INCREMENT, alternating
 from bench.sizes import Sizes
-from bench.timing import percentile, progress
+from bench.timing import progress
 
 TITLE = "Idempotency keys"
 
@@ -57,22 +57,11 @@ def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[st
     try:
         store.put(TABLE, "tokens", {"tokens": 10**12})
         store.put(TABLE, "counter", {"n": 0})
-        per_round = max(1, sizes.latency_calls // sizes.latency_rounds)
         results = []
         for name, call in _calls(store).items():
             keyed = functools.partial(_with_fresh_key, call, keys)
             plain = functools.partial(call, None)
-            measure(keyed, 20), measure(plain, 20)  # warm caches and prepared statements
-            samples: dict[str, list[float]] = {"keyed": [], "plain": []}
-            for _ in range(sizes.latency_rounds):
-                samples["keyed"] += measure(keyed, per_round)
-                samples["plain"] += measure(plain, per_round)
-            entry: dict[str, Any] = {"operation": name, "calls": len(samples["keyed"])}
-            for variant, values in samples.items():
-                entry[variant] = {
-                    "p50_ms": percentile(values, 50) * 1000,
-                    "p99_ms": percentile(values, 99) * 1000,
-                }
+            entry = {"operation": name, **alternating({"keyed": keyed, "plain": plain}, sizes)}
             results.append(entry)
             progress(
                 f"idempotency {name}: keyed p50 {entry['keyed']['p50_ms']:.3f} ms, "

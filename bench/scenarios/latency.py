@@ -65,6 +65,24 @@ def measure(op: Op, calls: int) -> list[float]:
     return samples
 
 
+def alternating(variants: dict[str, Op], sizes: Sizes) -> dict[str, Any]:
+    """Each variant's p50/p99 (ms) over calls made in alternating rounds, after a warm-up."""
+    for op in variants.values():
+        measure(op, 20)  # warm caches and prepared statements
+    per_round = max(1, sizes.latency_calls // sizes.latency_rounds)
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(sizes.latency_rounds):
+        for name, op in variants.items():
+            samples[name] += measure(op, per_round)
+    result: dict[str, Any] = {"calls": per_round * sizes.latency_rounds}
+    for name, values in samples.items():
+        result[name] = {
+            "p50_ms": percentile(values, 50) * 1000,
+            "p99_ms": percentile(values, 99) * 1000,
+        }
+    return result
+
+
 def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[str, Any]:
     url = env.postgres_url()
     loading.create_schema(url)
@@ -76,20 +94,9 @@ def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[st
     try:
         store.put(TABLE, "tokens", {"tokens": 10**12})
         store.put(TABLE, "counter", {"n": 0})
-        per_round = max(1, sizes.latency_calls // sizes.latency_rounds)
         results = []
         for name, (store_op, sql_op) in _ops(store, sql).items():
-            measure(store_op, 20), measure(sql_op, 20)  # warm caches and prepared statements
-            samples: dict[str, list[float]] = {"store": [], "sql": []}
-            for _ in range(sizes.latency_rounds):
-                samples["store"] += measure(store_op, per_round)
-                samples["sql"] += measure(sql_op, per_round)
-            entry = {"operation": name, "calls": len(samples["store"])}
-            for variant, values in samples.items():
-                entry[variant] = {
-                    "p50_ms": percentile(values, 50) * 1000,
-                    "p99_ms": percentile(values, 99) * 1000,
-                }
+            entry = {"operation": name, **alternating({"store": store_op, "sql": sql_op}, sizes)}
             results.append(entry)
             progress(
                 f"latency {name}: store p50 {entry['store']['p50_ms']:.3f} ms, "
