@@ -28,7 +28,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airflow.sdk import Param, dag, task
-from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_atomic_store import (
     AtomicStoreHook,
@@ -36,6 +35,7 @@ from airflow_atomic_store import (
     AtomicUpsertOperator,
     timestamps,
 )
+from airflow_atomic_store.compat import AirflowFailException
 from airflow_atomic_store.templating import execution_id
 
 HOLDER_IS_THIS_RUN = [
