@@ -100,8 +100,9 @@ class AtomicStore:
     :param busy_timeout: SQLite only: seconds a writer waits for the lock.
     :param auto_claim_sets: let the store declare a claimable set (a partial
         index holding only the matching rows) the first time it serves a claim
-        filter of ``equals``/``in`` conditions on a table, so queues do not slow
-        down as their history grows (see :meth:`ensure_claim_index`).
+        whose ``equals``/``in`` conditions are on fields the claim itself sets
+        (a queue's ``status``), so queues do not slow down as their history
+        grows (see :meth:`ensure_claim_index` and docs/backends.md).
     :param receipt_retention: seconds an idempotency receipt is kept (default 7
         days); within it, a call repeated with the same key replays its result.
     """
