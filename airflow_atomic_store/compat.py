@@ -8,6 +8,7 @@ then at the old one (checked against the 3.0.6, 3.1.8, 3.2.2 and 3.3.2 wheels):
 * ``SkipMixin``: ``airflow.sdk`` from 3.2; before, ``airflow.providers.standard.utils.skipmixin``.
 * ``AirflowNotFoundException``, ``AirflowFailException``: ``airflow.sdk.exceptions``
   from 3.2; before, ``airflow.exceptions``.
+* ``Stats``: ``airflow.sdk.observability.stats`` from 3.2; before, ``airflow.stats``.
 * ``PostgresHook``: the PostgreSQL provider's, connecting with psycopg 3 also on 3.0
   (where SQLAlchemy 1.4 would make it pick psycopg2); loaded on first use.
 
@@ -56,6 +57,7 @@ if TYPE_CHECKING:  # type checkers see the newest line's names
     from airflow.providers.postgres.hooks.postgres import PostgresHook
     from airflow.sdk import BaseHook, SkipMixin
     from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
+    from airflow.sdk.observability.stats import Stats
 else:
     try:  # 3.1+
         from airflow.sdk import BaseHook
@@ -71,6 +73,11 @@ else:
         from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
     except ImportError:
         from airflow.exceptions import AirflowFailException, AirflowNotFoundException
+
+    try:  # 3.2+
+        from airflow.sdk.observability.stats import Stats
+    except ImportError:
+        from airflow.stats import Stats
 
 
 def __getattr__(name: str) -> Any:
@@ -113,5 +120,6 @@ __all__ = [
     "BaseHook",
     "PostgresHook",
     "SkipMixin",
+    "Stats",
     "check_airflow_version",
 ]

@@ -57,6 +57,7 @@ SUBSET = [
     "tests/airflow/test_dag_runs_flow.py",
     "tests/airflow/test_dag_runs_failures.py",
     "tests/airflow/test_dag_runs_mapping.py",
+    "tests/airflow/test_dag_runs_metrics.py",
     "tests/example_dags",
 ]
 # Before 3.2, today's providers-standard reaches the branch operator through a deprecated
@@ -92,16 +93,10 @@ class Line:
 # What does not run before 3.2, and why:
 RUNTIME_MANAGER = "airflow.sdk.providers_manager_runtime (the task-side providers manager) is 3.2+"
 FORM_FIELDS = "before 3.2 connection-form fields are built only with flask_appbuilder installed"
-EXAMPLE_IMPORT = (
-    "example_dags/leader_lease.py imports AirflowFailException from airflow.sdk.exceptions "
-    "(3.2+), so the example DAGs folder does not load (fix: import it from "
-    "airflow_atomic_store.compat)"
-)
 BEFORE_3_2 = {
     "tests/airflow/test_provider.py::test_the_hook_serves_sqlite_connections": RUNTIME_MANAGER,
     "tests/airflow/test_provider.py::test_postgres_stays_with_the_postgres_provider": RUNTIME_MANAGER,
     "tests/airflow/test_provider.py::test_the_ui_form_for_sqlite": FORM_FIELDS,
-    "tests/example_dags": EXAMPLE_IMPORT,
 }
 
 # 3.2.2's dag.test() does not run a task here with any dependency set tried (see
@@ -125,6 +120,7 @@ ON_3_0 = {
     **BEFORE_3_2,
     "tests/airflow/test_compat.py::test_the_fail_exception_fails_a_task_at_once": HARNESS_3_1,
     "tests/airflow/test_dag_runs_": HARNESS_3_1,
+    "tests/example_dags": HARNESS_3_1,
 }
 
 LINES = [

@@ -17,6 +17,7 @@ from airflow_atomic_store.exceptions import (
     SpecError,
 )
 from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
+from airflow_atomic_store.metrics import PrimitiveMetrics
 from airflow_atomic_store.templating import (
     AtomicNamespace,
     ensure_namespace,
@@ -55,6 +56,9 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
       ``retries`` apply.
     * ``short_circuit``: an empty result skips every downstream task; this task
       still succeeds and its ``return_value`` XCom still holds the result.
+    * metrics: each call is counted and timed through Airflow's ``Stats``
+      (:mod:`airflow_atomic_store.metrics`), with its empty results, replays, rows
+      and errors by kind.
     * retries: Airflow runs a task at least once. Each task instance calls its
       primitive with the idempotency key ``{dag_id}/{run_id}/{task_id}/{map_index}``
       (never the try number), so a retry after the store committed applies nothing
@@ -75,6 +79,8 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
         "return_fields": "json",
     }
     ui_color = "#d6eaf8"
+    #: The primitive's name in metrics: ``atomic_store.<primitive>.<measure>``.
+    primitive: ClassVar[str]
     #: The template field being rendered, while it is (its elements are not checked alone).
     _rendering_field: str | None = None
 
@@ -176,13 +182,20 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
 
     def execute(self, context: Context) -> dict[str, Any]:
         namespace = ensure_namespace(cast("MutableMapping[str, Any]", context))
+        metrics = PrimitiveMetrics(self.primitive, str(self.table), self.dag_id, self.task_id)
         try:
-            key = self._key_for(context)
-            result = self.run_primitive(self.hook, namespace, key)
+            with metrics.call():
+                key = self._key_for(context)
+                result = self.run_primitive(self.hook, namespace, key)
         except tuple(_FINAL_ERRORS) as exc:
             raise self._final(exc) from exc
         finally:
             self.hook.close()
+        metrics.result(
+            empty=self.is_empty(result),
+            replayed=bool(result.get("replayed")),
+            rows=self.rows_in(result),
+        )
         self.log.info("%s", self.describe(result))
         if result.get("replayed"):
             self.log.info(
@@ -226,6 +239,10 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
 
     def is_empty(self, result: Mapping[str, Any]) -> bool:
         raise NotImplementedError
+
+    def rows_in(self, result: Mapping[str, Any]) -> int | None:
+        """How many rows the result carries, for the ``rows`` metric (claims only)."""
+        return None
 
     def _skip_downstream(self, context: Context, result: dict[str, Any]) -> None:
         """Skip every downstream task (teardowns excepted), keeping our result as XCom.

@@ -75,6 +75,7 @@ class AtomicClaimOperator(BaseAtomicOperator):
     :param short_circuit: skip every downstream task when nothing was claimed.
     """
 
+    primitive = "claim"
     template_fields: Sequence[str] = (
         "conn_id",
         "table",
@@ -128,6 +129,9 @@ class AtomicClaimOperator(BaseAtomicOperator):
 
     def is_empty(self, result: Mapping[str, Any]) -> bool:
         return not result["count"]
+
+    def rows_in(self, result: Mapping[str, Any]) -> int | None:
+        return int(result["count"])
 
     @property
     def claimed(self) -> XComArg:

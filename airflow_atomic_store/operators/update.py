@@ -45,6 +45,7 @@ class AtomicUpdateOperator(BaseAtomicOperator):
     :param short_circuit: skip every downstream task when ``updated`` is false.
     """
 
+    primitive = "update"
     template_fields: Sequence[str] = (
         "conn_id",
         "table",

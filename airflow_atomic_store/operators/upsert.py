@@ -38,6 +38,7 @@ class AtomicUpsertOperator(BaseAtomicOperator):
     :param short_circuit: skip every downstream task when ``inserted`` is false.
     """
 
+    primitive = "upsert"
     template_fields: Sequence[str] = (
         "conn_id",
         "table",
