@@ -88,8 +88,10 @@ def recorded_stats() -> Iterator[RecordingStatsLogger]:
 
 
 def _module_functions() -> bool:  # 3.3: module-level initialize(factory=, export_legacy_names=)
-    from airflow.sdk.observability import stats
-
+    try:
+        from airflow.sdk.observability import stats
+    except ImportError:
+        return False
     return hasattr(stats, "initialize") and not hasattr(stats.Stats, "instance")
 
 
