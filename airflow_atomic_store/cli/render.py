@@ -60,7 +60,7 @@ def fields(pairs: Sequence[tuple[str, Any]]) -> list[str]:
 
 
 def duration(delta: timedelta) -> str:
-    """``0.25s``, ``45s``, ``15m 3s``, ``2h 5m``, ``3d 4h``: the two largest units."""
+    """``0.25s``, ``45s``, ``15m 3s``, ``2h 5m``, ``3d 4h``, ``2h``: the two largest units."""
     seconds = delta.total_seconds()
     sign = "-" if seconds < 0 else ""
     seconds = abs(seconds)
@@ -73,4 +73,7 @@ def duration(delta: timedelta) -> str:
         amount, remaining = divmod(remaining, size)
         if amount or parts:
             parts.append(f"{amount}{unit}")
-    return sign + " ".join(parts[:2])
+    shown = parts[:2]
+    if len(shown) == 2 and shown[1].startswith("0"):
+        shown = shown[:1]
+    return sign + " ".join(shown)
