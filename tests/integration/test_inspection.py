@@ -360,3 +360,21 @@ def test_every_result_is_json_ready(store: AtomicStore) -> None:
     assert stats["stale_after_seconds"] == 900.0
     assert stats["in_flight"][0]["claim_age_seconds"] == 5400.0
     assert stats["in_flight"][0]["claimed_at"] == at(90)
+
+
+def test_each_stats_call_describes_one_moment_while_a_worker_drains_the_queue(
+    store: AtomicStore, store_url: str
+) -> None:
+    """Counts, in-flight count and in-flight list agree in every call (one snapshot)."""
+    from tests.support.inspection_workers import play
+    from tests.support.processes import run_in_processes
+
+    total = 120
+    for n in range(total):
+        store.put("busy", f"j{n:03d}", {"status": "pending"})
+    finished, seen = run_in_processes(
+        play, [("work", store_url, "busy", 5), ("inspect", store_url, "busy", total)]
+    )
+    assert finished == total
+    assert seen["inconsistent"] == []
+    assert seen["calls"] > 1 and seen["in_flight"] > 0
