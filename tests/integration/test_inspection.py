@@ -378,3 +378,21 @@ def test_each_stats_call_describes_one_moment_while_a_worker_drains_the_queue(
     assert finished == total
     assert seen["inconsistent"] == []
     assert seen["calls"] > 1 and seen["in_flight"] > 0
+
+
+@pytest.mark.parametrize("table", ["it's 50% done", "%s", "$1 \\ é"])
+def test_table_names_needing_quotes_are_inspected_like_any_other(
+    store: AtomicStore, table: str
+) -> None:
+    store.put(table, "p", {"status": "pending"})
+    store.put(table, "f", {"status": "in_flight", "claimedAt": at(30), "claimedBy": "x"})
+    inspector = StoreInspector(store, clock=fixed_clock)
+    stats = inspector.stats(table, stale_after=timedelta(minutes=10))
+    assert (stats.rows, stats.status_counts, stats.stale_count) == (
+        2,
+        {"in_flight": 1, "pending": 1},
+        1,
+    )
+    assert stats.oldest_pending_age is not None
+    assert [row.key for row in inspector.stale(table, older_than=timedelta(minutes=10))] == ["f"]
+    assert TableSummary(table, 2) in inspector.tables()
