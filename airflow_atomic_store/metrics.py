@@ -26,6 +26,7 @@ from typing import Any
 
 from airflow_atomic_store.exceptions import (
     AccessDeniedError,
+    ConnectionConfigError,
     IdempotencyKeyError,
     MutationError,
     SpecError,
@@ -42,6 +43,7 @@ ERROR_KINDS: tuple[tuple[type[Exception], str], ...] = (
     (MutationError, "mutation"),
     (IdempotencyKeyError, "idempotency_key"),
     (AccessDeniedError, "access_denied"),
+    (ConnectionConfigError, "connection"),
     (StoreUnavailableError, "store_unavailable"),
 )
 OTHER_ERROR = "other"
