@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any
 
@@ -43,6 +44,7 @@ from airflow_atomic_store.store.receipts import (
     parse_idempotency_key,
     parse_retention,
 )
+from airflow_atomic_store.store.snapshot import Snapshot
 from airflow_atomic_store.store.urls import parse_postgres_url, redact_url
 
 _BACKENDS: dict[str, Callable[..., Backend]] = {}
@@ -415,6 +417,13 @@ class AtomicStore:
             return self._backend.explain_claim(
                 table, conditions, mode, ordering, count, generic=generic
             )
+
+    def snapshot(self) -> AbstractContextManager[Snapshot]:
+        """One read-only, consistent view for :class:`~airflow_atomic_store.inspection.StoreInspector`.
+
+        Nothing in it writes: no claimable set, no receipt, no row.
+        """
+        return self._backend.snapshot()
 
     # -- lifecycle -----------------------------------------------------------
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from airflow_atomic_store.exceptions import SpecError
 from airflow_atomic_store.spec import Condition, Mutation, Ordering
 from airflow_atomic_store.store.claim_sets import ChosenSet, SetStorage
 from airflow_atomic_store.store.receipts import Receipt
+from airflow_atomic_store.store.snapshot import Snapshot
 
 Row = tuple[str, dict[str, Any]]
 
@@ -111,6 +113,10 @@ class Backend(SetStorage, Protocol):
         generic: bool = False,
     ) -> str:
         """The database's plan for the claim's row selection."""
+        ...
+
+    def snapshot(self) -> AbstractContextManager[Snapshot]:
+        """Read-only inspection queries over one consistent view (``store/snapshot.py``)."""
         ...
 
     def close(self) -> None: ...

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -47,6 +47,7 @@ from airflow_atomic_store.store.dialects.postgres_where import (
     without_placeholders,
 )
 from airflow_atomic_store.store.receipts import Receipt
+from airflow_atomic_store.store.snapshot import Snapshot
 from airflow_atomic_store.store.urls import scrub
 
 Connect = Callable[[], psycopg.Connection[Any]]
@@ -219,6 +220,12 @@ class PostgresBackend:
             if self._connection is not None:
                 self._connection.close()
                 self._connection = None
+
+    def snapshot(self) -> AbstractContextManager[Snapshot]:
+        """Read-only inspection queries in one transaction (``postgres_inspect.py``)."""
+        from airflow_atomic_store.store.dialects.postgres_inspect import snapshot
+
+        return snapshot(self._cursor(many_rows=True), self._table, self._where)
 
     # -- claimable sets -----------------------------------------------------
 

@@ -19,7 +19,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
@@ -45,6 +45,7 @@ from airflow_atomic_store.store.dialects.sqlite_where import (
     register_functions,
 )
 from airflow_atomic_store.store.receipts import Receipt
+from airflow_atomic_store.store.snapshot import Snapshot
 
 DEFAULT_BUSY_TIMEOUT = 60.0
 _NOTHING: Any = object()
@@ -298,6 +299,12 @@ class SqliteBackend:
             if self._connection is not None:
                 self._connection.close()
                 self._connection = None
+
+    def snapshot(self) -> AbstractContextManager[Snapshot]:
+        """Read-only inspection queries in one read transaction (``sqlite_inspect.py``)."""
+        from airflow_atomic_store.store.dialects.sqlite_inspect import snapshot
+
+        return snapshot(self._transaction(write=False), self._table, self._where)
 
     # -- claimable sets -----------------------------------------------------
 

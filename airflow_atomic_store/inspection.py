@@ -1,0 +1,351 @@
+"""See the coordination state: tables, queue counts, claims, leases and buckets.
+
+:class:`StoreInspector` answers what an operator of a queue or a lease asks
+(how many rows wait, who holds what since when, which claims look stuck)
+without a SQL client. The backends count and group in SQL, each call inside
+one read-only snapshot, so a queue of 200k rows is never loaded to be
+counted and nothing an inspection does can write (no row, no claimable set,
+no receipt). Filters are the operators' ``where`` language, validated by the
+spec layer before the store is touched. No Airflow import: the command line
+and the Airflow UI page share this module.
+
+The queue fields are the ones the queue recipes and the default claim write:
+``status`` (``pending``, ``in_flight``, …), ``claimedAt`` (a canonical
+timestamp) and ``claimedBy`` (the claiming run's execution id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Literal
+
+from airflow_atomic_store.exceptions import SpecError
+from airflow_atomic_store.spec import (
+    QUERY_LIMIT,
+    evaluate,
+    is_number,
+    parse_limit,
+    parse_match,
+    parse_table,
+    parse_where,
+)
+from airflow_atomic_store.store import AtomicStore
+from airflow_atomic_store.store.snapshot import Claim
+from airflow_atomic_store.timestamps import format_timestamp, parse_timestamp, utc_now
+
+__all__ = [
+    "InFlightRow",
+    "InspectedRow",
+    "RowPage",
+    "StoreInspector",
+    "TableStats",
+    "TableSummary",
+]
+
+Shape = Literal["lease", "bucket"]
+LeaseState = Literal["held", "expired"]
+
+PENDING, IN_FLIGHT = "pending", "in_flight"
+_PENDING = parse_where([{"field": "status", "operator": "equals", "value": PENDING}])
+_IN_FLIGHT = parse_where([{"field": "status", "operator": "equals", "value": IN_FLIGHT}])
+#: The fixed ``status`` condition (position 0) is written as a literal, so a
+#: queue's claimable set (a partial index on ``status``) can serve it.
+_STATUS_INLINE = (0,)
+
+
+def _seconds(delta: timedelta | None) -> float | None:
+    return None if delta is None else delta.total_seconds()
+
+
+def _stamp(moment: datetime | None) -> str | None:
+    return None if moment is None else format_timestamp(moment)
+
+
+@dataclass(frozen=True)
+class TableSummary:
+    """A logical table and how many rows it holds."""
+
+    table: str
+    rows: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"table": self.table, "rows": self.rows}
+
+
+@dataclass(frozen=True)
+class InFlightRow:
+    """A claimed row: who claimed it, when, and whether that is longer ago than the threshold.
+
+    ``claimed_by``/``claimed_at`` are None when the row's field is missing or
+    not a string (``claimed_at`` also when it is not a timestamp).
+    """
+
+    key: str
+    claimed_by: str | None
+    claimed_at: datetime | None
+    claim_age: timedelta | None
+    stale: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "claimed_by": self.claimed_by,
+            "claimed_at": _stamp(self.claimed_at),
+            "claim_age_seconds": _seconds(self.claim_age),
+            "stale": self.stale,
+        }
+
+
+@dataclass(frozen=True)
+class TableStats:
+    """A table's counts; the queue figures are empty when no row has a string ``status``."""
+
+    table: str
+    rows: int
+    status_counts: dict[str, int]
+    oldest_pending_age: timedelta | None
+    in_flight_count: int
+    in_flight: tuple[InFlightRow, ...]
+    stale_after: timedelta | None
+    stale_count: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "rows": self.rows,
+            "status_counts": dict(self.status_counts),
+            "oldest_pending_age_seconds": _seconds(self.oldest_pending_age),
+            "in_flight_count": self.in_flight_count,
+            "in_flight": [row.to_dict() for row in self.in_flight],
+            "stale_after_seconds": _seconds(self.stale_after),
+            "stale_count": self.stale_count,
+        }
+
+
+@dataclass(frozen=True)
+class InspectedRow:
+    """One row with what its fields say about it.
+
+    Lease-shaped rows have ``holder`` and ``expiresAt`` (held while
+    ``expiresAt`` is later than now, compared as canonical timestamps, as the
+    lease recipe's guards compare them); bucket-shaped rows have a numeric
+    ``tokens``. ``updated_at`` is the store's ``recordTimestamp``.
+    """
+
+    key: str
+    value: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    shape: Shape | None
+    lease_state: LeaseState | None
+    tokens: int | float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "value": self.value,
+            "created_at": _stamp(self.created_at),
+            "updated_at": _stamp(self.updated_at),
+            "shape": self.shape,
+            "lease_state": self.lease_state,
+            "tokens": self.tokens,
+        }
+
+
+@dataclass(frozen=True)
+class RowPage:
+    """One page of a table's rows in queue order (``createdAt``, then key)."""
+
+    table: str
+    rows: tuple[InspectedRow, ...]
+    limit: int
+    offset: int
+    has_more: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "rows": [row.to_dict() for row in self.rows],
+            "limit": self.limit,
+            "offset": self.offset,
+            "has_more": self.has_more,
+        }
+
+
+class StoreInspector:
+    """Read-only views of one :class:`AtomicStore` (``StoreInspector(hook.get_conn())`` in Airflow).
+
+    :param clock: the current time (aware UTC); tests pass a fixed one.
+    """
+
+    def __init__(self, store: AtomicStore, *, clock: Callable[[], datetime] = utc_now) -> None:
+        self._store = store
+        self._clock = clock
+
+    def tables(self) -> list[TableSummary]:
+        """Every logical table with its row count, sorted by name."""
+        with self._store.snapshot() as snapshot:
+            counts = snapshot.table_counts()
+        return [TableSummary(table, rows) for table, rows in sorted(counts)]
+
+    def stats(
+        self,
+        table: str,
+        *,
+        stale_after: timedelta | None = None,
+        in_flight_limit: int = 50,
+    ) -> TableStats:
+        """Rows, counts per status, the oldest pending row's age and the in-flight claims.
+
+        ``in_flight`` lists at most ``in_flight_limit`` claims, oldest first;
+        ``in_flight_count`` counts them all. With ``stale_after``, claims older
+        than that are flagged and counted (``stale_count``).
+        """
+        table = parse_table(table)
+        threshold = None if stale_after is None else _positive(stale_after, "stale_after")
+        shown = _limit(in_flight_limit, "in_flight_limit")
+        now = self._clock()
+        with self._store.snapshot() as snapshot:
+            grouped = snapshot.status_counts(table)
+            statuses = {status: count for status, count in grouped if status is not None}
+            rows = sum(count for _, count in grouped)
+            oldest = None
+            if statuses.get(PENDING):
+                oldest = snapshot.oldest_created(table, _PENDING, "all", _STATUS_INLINE)
+            claims: list[Claim] = []
+            stale_count = None
+            if statuses.get(IN_FLIGHT):
+                claims = snapshot.claims(table, _IN_FLIGHT, "all", shown, _STATUS_INLINE)
+            if threshold is not None:
+                stale_count = 0
+                if statuses.get(IN_FLIGHT):
+                    where = _stale_where(now - threshold)
+                    stale_count = snapshot.count(table, where, "all", _STATUS_INLINE)
+        return TableStats(
+            table=table,
+            rows=rows,
+            status_counts=dict(sorted(statuses.items())),
+            oldest_pending_age=None if oldest is None else now - oldest,
+            in_flight_count=statuses.get(IN_FLIGHT, 0),
+            in_flight=tuple(_in_flight_row(claim, now, threshold) for claim in claims),
+            stale_after=threshold,
+            stale_count=stale_count,
+        )
+
+    def stale(
+        self, table: str, *, older_than: timedelta, limit: int = 100
+    ) -> tuple[InFlightRow, ...]:
+        """In-flight rows claimed longer than ``older_than`` ago, oldest claim first.
+
+        The same test the stale-claim recovery recipe claims with:
+        ``status equals in_flight`` and ``claimedAt lt`` now minus ``older_than``.
+        """
+        table = parse_table(table)
+        threshold = _positive(older_than, "older_than")
+        count = _limit(limit, "limit")
+        now = self._clock()
+        with self._store.snapshot() as snapshot:
+            claims = snapshot.claims(
+                table, _stale_where(now - threshold), "all", count, _STATUS_INLINE
+            )
+        return tuple(_in_flight_row(claim, now, threshold) for claim in claims)
+
+    def rows(
+        self,
+        table: str,
+        *,
+        where: Any = None,
+        match: str = "all",
+        limit: int = 50,
+        offset: int = 0,
+    ) -> RowPage:
+        """One page of rows matching ``where`` (the operators' filter language)."""
+        table = parse_table(table)
+        conditions, mode = parse_where(where), parse_match(match)
+        count = _limit(limit, "limit")
+        start = _offset(offset)
+        now = format_timestamp(self._clock())
+        with self._store.snapshot() as snapshot:
+            stored = snapshot.rows(table, conditions, mode, count + 1, start)
+        inspected = tuple(
+            InspectedRow(
+                key=row.key,
+                value=row.value,
+                created_at=row.created_at,
+                updated_at=row.updated_at,
+                **_shape(row.value, now),
+            )
+            for row in stored[:count]
+        )
+        return RowPage(table, inspected, count, start, has_more=len(stored) > count)
+
+
+def _positive(delta: Any, field: str) -> timedelta:
+    if not isinstance(delta, timedelta) or delta <= timedelta(0):
+        raise SpecError(field, f"must be a positive duration (a timedelta), got {delta!r}")
+    return delta
+
+
+def _limit(limit: Any, field: str) -> int:
+    """A page size, checked as the query verb checks its limit (1 to 10,000)."""
+    try:
+        return parse_limit(limit, QUERY_LIMIT)
+    except SpecError as exc:
+        raise SpecError(field, exc.problem) from None
+
+
+def _offset(offset: Any) -> int:
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise SpecError("offset", f"must be a non-negative integer, got {offset!r}")
+    return offset
+
+
+def _stale_where(cutoff: datetime) -> tuple[Any, ...]:
+    return parse_where(
+        [
+            {"field": "status", "operator": "equals", "value": IN_FLIGHT},
+            {"field": "claimedAt", "operator": "lt", "value": format_timestamp(cutoff)},
+        ]
+    )
+
+
+def _claim_time(text: str | None) -> datetime | None:
+    """A ``claimedAt`` as a moment: canonical, else any ISO 8601 form (naive means UTC)."""
+    if text is None:
+        return None
+    try:
+        return parse_timestamp(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def _in_flight_row(claim: Claim, now: datetime, threshold: timedelta | None) -> InFlightRow:
+    """Stale exactly when the SQL count says so: the reference ``claimedAt lt cutoff``."""
+    claimed_at = _claim_time(claim.claimed_at)
+    stale = threshold is not None and evaluate(
+        _stale_where(now - threshold), "all", {"status": IN_FLIGHT, "claimedAt": claim.claimed_at}
+    )
+    return InFlightRow(
+        key=claim.key,
+        claimed_by=claim.claimed_by,
+        claimed_at=claimed_at,
+        claim_age=None if claimed_at is None else now - claimed_at,
+        stale=stale,
+    )
+
+
+def _shape(value: dict[str, Any], now: str) -> dict[str, Any]:
+    tokens = value.get("tokens")
+    tokens = tokens if is_number(tokens) else None
+    if "holder" in value and "expiresAt" in value:
+        expires = value["expiresAt"]
+        held = isinstance(expires, str) and expires > now
+        return {"shape": "lease", "lease_state": "held" if held else "expired", "tokens": tokens}
+    return {"shape": None if tokens is None else "bucket", "lease_state": None, "tokens": tokens}
