@@ -123,16 +123,16 @@ def _api_user() -> Any:
     ``_token`` cookie: a page opened in the browser must read the cookie too.
     """
     if _release(airflow.__version__) >= (3, 1):
-        from airflow.api_fastapi.core_api.security import get_user
+        from airflow.api_fastapi.core_api import security
 
-        return get_user
+        return security.get_user
 
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
     from fastapi import HTTPException, Request, status
     from jwt import ExpiredSignatureError, InvalidTokenError
 
-    async def get_user(request: Request) -> Any:
+    async def user_from_header_or_cookie(request: Request) -> Any:
         scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
         token = credentials if scheme.lower() == "bearer" else None
         token = token or request.cookies.get(COOKIE_NAME_JWT_TOKEN)
@@ -145,7 +145,7 @@ def _api_user() -> Any:
         except InvalidTokenError:
             raise HTTPException(status.HTTP_403_FORBIDDEN, "Invalid JWT token") from None
 
-    return get_user
+    return user_from_header_or_cookie
 
 
 # Names built on first use: their imports are heavy or belong to one Airflow component.

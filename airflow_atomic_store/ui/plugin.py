@@ -53,5 +53,5 @@ class AtomicStorePlugin(AirflowPlugin):
     """The "Atomic Store" page: queues, claims, leases and buckets of a store connection."""
 
     name = "atomic_store"
-    fastapi_apps = _BuiltOnFirstRead()  # type: ignore[assignment]
+    fastapi_apps = _BuiltOnFirstRead()
     external_views = _external_views()

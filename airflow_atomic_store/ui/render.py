@@ -40,11 +40,11 @@ _OTHER_COLOUR = "#6e7781"
 def format_duration(delta: timedelta | None) -> str:
     """``timedelta(seconds=3725)`` -> ``"1 h 2 min"``: two units at most, as people read ages."""
     if delta is None:
-        return "–"
+        return "\N{EN DASH}"
     seconds = int(delta.total_seconds())
     sign, seconds = ("-", -seconds) if seconds < 0 else ("", seconds)
     units = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
-    parts = []
+    parts: list[str] = []
     for name, size in units:
         amount, seconds = divmod(seconds, size)
         if amount or parts:
