@@ -47,6 +47,8 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "connection-types": _connection_types(),
+        # ``airflow atomic-store …``: read by Airflow 3.2+, ignored before (airflow_atomic_store/cli).
+        "cli": ["airflow_atomic_store.cli.airflow_commands.get_cli_commands"],
         "example-dags": _example_dags(),
     }
 

@@ -52,6 +52,7 @@ FULL = ["tests/airflow", "tests/example_dags"]
 SUBSET = [
     "tests/airflow/test_compat.py",
     "tests/airflow/test_hook.py",
+    "tests/airflow/test_cli_airflow.py",
     "tests/airflow/test_operators.py",
     "tests/airflow/test_provider.py",
     "tests/airflow/test_dag_runs_flow.py",

@@ -1,27 +1,24 @@
-"""See the coordination state: tables, queue counts, claims, leases and buckets.
+"""``StoreInspector``: validate the arguments, read one snapshot, shape the answer.
 
-:class:`StoreInspector` answers what an operator of a queue or a lease asks
-(how many rows wait, who holds what since when, which claims look stuck)
-without a SQL client. The backends count and group in SQL, each call inside
-one read-only snapshot, so a queue of 200k rows is never loaded to be
-counted and nothing an inspection does can write (no row, no claimable set,
-no receipt). Filters are the operators' ``where`` language, validated by the
-spec layer before the store is touched. No Airflow import: the command line
-and the Airflow UI page share this module.
-
-The queue fields are the ones the queue recipes and the default claim write:
-``status`` (``pending``, ``in_flight``, …), ``claimedAt`` (a canonical
-timestamp) and ``claimedBy`` (the claiming run's execution id).
+The backends count, group and page (``store/snapshot.py``); this module
+chooses the queries (the ``status`` conditions, the stale cutoff) and turns
+what comes back into :mod:`~airflow_atomic_store.inspection.results`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Literal
+from typing import Any
 
 from airflow_atomic_store.exceptions import SpecError
+from airflow_atomic_store.inspection.results import (
+    InFlightRow,
+    InspectedRow,
+    RowPage,
+    TableStats,
+    TableSummary,
+)
 from airflow_atomic_store.spec import (
     QUERY_LIMIT,
     evaluate,
@@ -35,143 +32,12 @@ from airflow_atomic_store.store import AtomicStore
 from airflow_atomic_store.store.snapshot import Claim
 from airflow_atomic_store.timestamps import format_timestamp, parse_timestamp, utc_now
 
-__all__ = [
-    "InFlightRow",
-    "InspectedRow",
-    "RowPage",
-    "StoreInspector",
-    "TableStats",
-    "TableSummary",
-]
-
-Shape = Literal["lease", "bucket"]
-LeaseState = Literal["held", "expired"]
-
 PENDING, IN_FLIGHT = "pending", "in_flight"
 _PENDING = parse_where([{"field": "status", "operator": "equals", "value": PENDING}])
 _IN_FLIGHT = parse_where([{"field": "status", "operator": "equals", "value": IN_FLIGHT}])
 #: The fixed ``status`` condition (position 0) is written as a literal, so a
 #: queue's claimable set (a partial index on ``status``) can serve it.
 _STATUS_INLINE = (0,)
-
-
-def _seconds(delta: timedelta | None) -> float | None:
-    return None if delta is None else delta.total_seconds()
-
-
-def _stamp(moment: datetime | None) -> str | None:
-    return None if moment is None else format_timestamp(moment)
-
-
-@dataclass(frozen=True)
-class TableSummary:
-    """A logical table and how many rows it holds."""
-
-    table: str
-    rows: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"table": self.table, "rows": self.rows}
-
-
-@dataclass(frozen=True)
-class InFlightRow:
-    """A claimed row: who claimed it, when, and whether that is longer ago than the threshold.
-
-    ``claimed_by``/``claimed_at`` are None when the row's field is missing or
-    not a string (``claimed_at`` also when it is not a timestamp).
-    """
-
-    key: str
-    claimed_by: str | None
-    claimed_at: datetime | None
-    claim_age: timedelta | None
-    stale: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "claimed_by": self.claimed_by,
-            "claimed_at": _stamp(self.claimed_at),
-            "claim_age_seconds": _seconds(self.claim_age),
-            "stale": self.stale,
-        }
-
-
-@dataclass(frozen=True)
-class TableStats:
-    """A table's counts; the queue figures are empty when no row has a string ``status``."""
-
-    table: str
-    rows: int
-    status_counts: dict[str, int]
-    oldest_pending_age: timedelta | None
-    in_flight_count: int
-    in_flight: tuple[InFlightRow, ...]
-    stale_after: timedelta | None
-    stale_count: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "table": self.table,
-            "rows": self.rows,
-            "status_counts": dict(self.status_counts),
-            "oldest_pending_age_seconds": _seconds(self.oldest_pending_age),
-            "in_flight_count": self.in_flight_count,
-            "in_flight": [row.to_dict() for row in self.in_flight],
-            "stale_after_seconds": _seconds(self.stale_after),
-            "stale_count": self.stale_count,
-        }
-
-
-@dataclass(frozen=True)
-class InspectedRow:
-    """One row with what its fields say about it.
-
-    Lease-shaped rows have ``holder`` and ``expiresAt`` (held while
-    ``expiresAt`` is later than now, compared as canonical timestamps, as the
-    lease recipe's guards compare them); bucket-shaped rows have a numeric
-    ``tokens``. ``updated_at`` is the store's ``recordTimestamp``.
-    """
-
-    key: str
-    value: dict[str, Any]
-    created_at: datetime
-    updated_at: datetime
-    shape: Shape | None
-    lease_state: LeaseState | None
-    tokens: int | float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "value": self.value,
-            "created_at": _stamp(self.created_at),
-            "updated_at": _stamp(self.updated_at),
-            "shape": self.shape,
-            "lease_state": self.lease_state,
-            "tokens": self.tokens,
-        }
-
-
-@dataclass(frozen=True)
-class RowPage:
-    """One page of a table's rows in queue order (``createdAt``, then key)."""
-
-    table: str
-    rows: tuple[InspectedRow, ...]
-    limit: int
-    offset: int
-    has_more: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "table": self.table,
-            "rows": [row.to_dict() for row in self.rows],
-            "limit": self.limit,
-            "offset": self.offset,
-            "has_more": self.has_more,
-        }
 
 
 class StoreInspector:

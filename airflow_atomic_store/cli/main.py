@@ -1,0 +1,127 @@
+"""``python -m airflow_atomic_store``: parse, open the store, run one command, exit with a code.
+
+Exit codes (the same for ``airflow atomic-store``):
+
+* 0: done;
+* 1: the command found what it looks for: ``stale`` found stale claims,
+  ``stats --stale-after`` counted some;
+* 2: the command line is wrong: an unknown option, bad JSON, a bad duration,
+  a ``where`` the spec layer rejects (the message names the field);
+* 3: the store could not be opened or read: unreachable, refused, missing
+  (an Airflow connection or a SQLite file that does not exist), or failing;
+* 4: an unexpected error (a bug: please report it with the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from airflow_atomic_store.cli.arguments import COMMANDS, URL_VARIABLE
+from airflow_atomic_store.cli.commands import FOUND, HANDLERS, OK, UNREACHABLE, USAGE
+from airflow_atomic_store.exceptions import AtomicStoreError, SpecError, StoreUnavailableError
+from airflow_atomic_store.store import AtomicStore
+
+__all__ = ["FOUND", "OK", "UNREACHABLE", "USAGE", "build_parser", "main", "run"]
+
+PROG = "python -m airflow_atomic_store"
+DEFAULT_CONN_ID = "atomic_store_default"
+BUG = 4
+
+
+class UsageError(Exception):
+    """The arguments do not go together (exit 2)."""
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Look at an atomic store: tables, queue counts, claims, leases, buckets. "
+        "Read-only.",
+        epilog="exit codes: 0 ok, 1 found stale claims (stale, stats --stale-after), "
+        "2 bad command line or filter, 3 store unreachable or missing, 4 unexpected error",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for spec in COMMANDS:
+        sub = commands.add_parser(spec.name, help=spec.help, description=spec.help)
+        for argument in spec.arguments:
+            argument.add_to(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run(args, args.command)
+
+
+def run(args: argparse.Namespace, command: str, prog: str = PROG) -> int:
+    """Run ``command`` with parsed ``args``; print its output; return the exit code."""
+    try:
+        store = open_store(args)
+    except (UsageError, SpecError) as exc:
+        return _fail(prog, str(exc), USAGE)
+    except AtomicStoreError as exc:
+        return _fail(prog, str(exc), UNREACHABLE)
+    try:
+        outcome = HANDLERS[command](store, args)
+    except SpecError as exc:
+        return _fail(prog, str(exc), USAGE)
+    except AtomicStoreError as exc:
+        return _fail(prog, str(exc), UNREACHABLE)
+    except Exception:
+        traceback.print_exc()
+        return _fail(prog, "unexpected error (a bug; the traceback is above)", BUG)
+    finally:
+        store.close()
+    if args.json:
+        text = json.dumps(outcome.data, indent=2, ensure_ascii=False)
+    else:
+        text = "\n".join(outcome.lines)
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # piped into ``head``: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return outcome.code
+
+
+def open_store(args: argparse.Namespace) -> AtomicStore:
+    """From ``--url`` (or ``$ATOMIC_STORE_URL``), else from an Airflow connection."""
+    if args.url and args.conn_id:
+        raise UsageError("give --url or --conn-id, not both")
+    url = args.url or (None if args.conn_id else os.environ.get(URL_VARIABLE) or None)
+    if url is not None:
+        _require_sqlite_file(url)
+        if args.storage_table:
+            return AtomicStore(url, storage_table=args.storage_table)
+        return AtomicStore(url)
+    if args.storage_table:
+        raise UsageError("--storage-table goes with --url; a connection sets it in its extra")
+    try:
+        from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
+    except ImportError as exc:
+        raise UsageError(
+            f"--conn-id needs Airflow ({exc}); without Airflow give --url or ${URL_VARIABLE}"
+        ) from None
+    return AtomicStoreHook(args.conn_id or DEFAULT_CONN_ID).get_conn()
+
+
+def _require_sqlite_file(url: str) -> None:
+    """Inspecting must not create a store: a SQLite path that does not exist is an error."""
+    if url.split("://", 1)[0].split("+", 1)[0] != "sqlite" or "://" not in url:
+        return
+    from airflow_atomic_store.store.dialects.sqlite import path_from_url
+
+    path = Path(path_from_url(url))
+    if not path.is_file():
+        raise StoreUnavailableError(f"no SQLite store at {path}")
+
+
+def _fail(prog: str, message: str, code: int) -> int:
+    sys.stderr.write(f"{prog}: error: {message}\n")
+    return code

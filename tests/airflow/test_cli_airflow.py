@@ -1,0 +1,119 @@
+"""The command line with Airflow: ``--conn-id`` through the hook, and ``airflow atomic-store``.
+
+``airflow atomic-store`` exists from Airflow 3.2 (provider-info ``"cli"``); on
+older lines Airflow ignores the key and ``python -m airflow_atomic_store`` is
+the command line. Each ``airflow`` subprocess gets a throwaway ``AIRFLOW_HOME``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from airflow_atomic_store import AtomicStore
+from airflow_atomic_store.timestamps import shifted
+
+STALE = {"status": "in_flight", "claimedBy": "dag/run", "claimedAt": shifted(timedelta(hours=-2))}
+
+
+def airflow_line() -> tuple[int, int]:
+    import airflow
+
+    major, minor = airflow.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
+def run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+        check=False,
+    )
+
+
+@pytest.fixture
+def airflow_home(tmp_path: Path) -> dict[str, str]:
+    home = tmp_path / "airflow-home"
+    home.mkdir()
+    return {
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+    }
+
+
+def test_conn_id_reads_the_store_through_the_airflow_connection(
+    store: AtomicStore, store_conn: str
+) -> None:
+    store.put("jobs", "a", {"status": "pending"})
+    store.put("jobs", "b", STALE)
+    command = ["stats", "jobs", "--conn-id", store_conn, "--stale-after", "1h", "--json"]
+    done = run([sys.executable, "-m", "airflow_atomic_store", *command], {})
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    assert data["status_counts"] == {"in_flight": 1, "pending": 1}
+    assert data["stale_count"] == 1
+
+
+def test_a_missing_connection_exits_3_and_says_how_to_define_it() -> None:
+    done = run(
+        [sys.executable, "-m", "airflow_atomic_store", "tables", "--conn-id", "no_such_store"],
+        {},
+    )
+    assert done.returncode == 3
+    assert "AIRFLOW_CONN_NO_SUCH_STORE" in done.stderr
+
+
+def test_provider_info_names_the_cli_commands() -> None:
+    from airflow.cli.cli_config import ActionCommand, GroupCommand
+
+    from airflow_atomic_store.cli.airflow_commands import get_cli_commands
+    from airflow_atomic_store.get_provider_info import get_provider_info
+
+    (path,) = get_provider_info()["cli"]
+    assert path == "airflow_atomic_store.cli.airflow_commands.get_cli_commands"
+    (group,) = get_cli_commands()
+    assert isinstance(group, GroupCommand) and group.name == "atomic-store"
+    assert all(isinstance(command, ActionCommand) for command in group.subcommands)
+    assert sorted(c.name for c in group.subcommands) == [
+        "explain-claim",
+        "rows",
+        "stale",
+        "stats",
+        "tables",
+    ]
+
+
+def test_airflow_atomic_store_runs_the_same_commands_from_3_2(
+    store: AtomicStore, store_url: str, store_conn: str, airflow_home: dict[str, str]
+) -> None:
+    store.put("jobs", "a", {"status": "pending"})
+    store.put("jobs", "b", STALE)
+    airflow = [sys.executable, "-m", "airflow", "atomic-store"]
+    tables = run([*airflow, "tables", "--url", store_url, "--json"], airflow_home)
+    if airflow_line() < (3, 2):  # Airflow ignores provider-info "cli" before 3.2
+        assert tables.returncode == 2
+        assert "invalid choice" in tables.stderr and "atomic-store" in tables.stderr
+        return
+    assert tables.returncode == 0, tables.stderr
+    assert json.loads(tables.stdout) == {"tables": [{"table": "jobs", "rows": 2}]}
+    stale = run(
+        [*airflow, "stale", "jobs", "--older-than", "1h", "--conn-id", store_conn, "--json"],
+        airflow_home,
+    )
+    assert stale.returncode == 1, stale.stderr
+    assert [row["key"] for row in json.loads(stale.stdout)["rows"]] == ["b"]
+    bad = json.dumps({"field": "status", "operator": "resembles", "value": 1})
+    rejected = run([*airflow, "rows", "jobs", "--url", store_url, "--where", bad], airflow_home)
+    assert rejected.returncode == 2
+    assert "airflow atomic-store rows: error: where[0].operator" in rejected.stderr
