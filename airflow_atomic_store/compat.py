@@ -126,24 +126,7 @@ def _api_user() -> Any:
         from airflow.api_fastapi.core_api import security
 
         return security.get_user
-
-    from airflow.api_fastapi.app import get_auth_manager
-    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
-    from fastapi import HTTPException, Request, status
-    from jwt import ExpiredSignatureError, InvalidTokenError
-
-    async def user_from_header_or_cookie(request: Request) -> Any:
-        scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
-        token = credentials if scheme.lower() == "bearer" else None
-        token = token or request.cookies.get(COOKIE_NAME_JWT_TOKEN)
-        if not token:
-            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "Not authenticated")
-        try:
-            return await get_auth_manager().get_user_from_token(token)
-        except ExpiredSignatureError:
-            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "Token Expired") from None
-        except InvalidTokenError:
-            raise HTTPException(status.HTTP_403_FORBIDDEN, "Invalid JWT token") from None
+    from airflow_atomic_store.ui.cookie_user import user_from_header_or_cookie
 
     return user_from_header_or_cookie
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -53,6 +53,13 @@ def format_duration(delta: timedelta | None) -> str:
             break
     parts = [part for part in parts if not part.startswith("0 ")] or ["0 s"]
     return sign + " ".join(parts)
+
+
+def format_moment(moment: datetime | None) -> str:
+    """A moment in UTC to the second: ``2026-12-01 14:20:00 UTC``."""
+    if moment is None:
+        return "\N{EN DASH}"
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def format_json(value: Any) -> str:
@@ -106,4 +113,5 @@ def environment() -> Environment:
     )
     env.filters["duration"] = format_duration
     env.filters["as_json"] = format_json
+    env.filters["moment"] = format_moment
     return env

@@ -326,3 +326,32 @@ def test_importing_the_plugin_does_not_build_the_app() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
     assert result.returncode == 0 and "light" in result.stdout, result.stderr
+
+
+def test_the_3_0_user_dependency_reads_the_bearer_header_or_the_ui_cookie(
+    api_app: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Airflow 3.0's get_user reads only the header; compat reads the cookie too there.
+    import airflow
+    from fastapi import Depends, FastAPI
+    from fastapi.testclient import TestClient
+
+    from airflow_atomic_store import compat
+
+    monkeypatch.setattr(airflow, "__version__", "3.0.6")
+    dependency = compat._api_user()
+    assert dependency.__module__ == "airflow_atomic_store.ui.cookie_user"
+
+    probe = FastAPI()
+
+    @probe.get("/who")
+    def who(user: Any = Depends(dependency)) -> dict[str, str]:  # noqa: B008 (a local dependency)
+        return {"user": user.get_id()}
+
+    client = TestClient(probe)
+    assert client.get("/who").status_code == 401
+    assert client.get("/who", headers={"Authorization": "Bearer nonsense"}).status_code == 403
+    bearer = client.get("/who", headers={"Authorization": f"Bearer {_token('op')}"})
+    assert bearer.json() == {"user": "op"}
+    client.cookies.set("_token", _token("viewer"))
+    assert client.get("/who").json() == {"user": "viewer"}
