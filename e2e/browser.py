@@ -58,6 +58,7 @@ class PageFigures:
     in_flight: int
     stale_count: int
     stale: dict[str, str]  # key -> claimed by, from the stale-claims table
+    stale_runs: dict[str, int]  # claimed by -> stale claims, from the stale-by-run table
 
     @property
     def pending(self) -> int:
@@ -91,7 +92,7 @@ def figures_between(page: PageFigures, before: Counter[str], after: Counter[str]
             f"and {after['done']} after"
         )
     if page.statuses.get("in_flight", 0) != page.in_flight or (
-        page.pending + page.in_flight + page.done != page.rows
+        sum(page.statuses.values()) != page.rows
     ):
         raise checks.CheckFailed(f"the page's counts do not add up: {page}")
 
@@ -189,12 +190,19 @@ class Page:
         for row in self.session.find_elements(self._by.CSS_SELECTOR, "#stale-claims tr[data-key]"):
             cells = [cell.text.strip() for cell in row.find_elements(self._by.TAG_NAME, "td")]
             stale[row.get_attribute("data-key")] = cells[1]
+        runs = {}
+        for row in self.session.find_elements(
+            self._by.CSS_SELECTOR, "#stale-by-run tr[data-claimed-by]"
+        ):
+            cells = [cell.text.strip() for cell in row.find_elements(self._by.TAG_NAME, "td")]
+            runs[row.get_attribute("data-claimed-by")] = int(cells[1])
         return PageFigures(
             rows=int(self.text("rows")),
             statuses=statuses,
             in_flight=int(self.text("in-flight-count")),
             stale_count=int(self.text("stale-count")),
             stale=stale,
+            stale_runs=runs,
         )
 
     def filter_rows(self, where: str) -> None:
@@ -241,7 +249,7 @@ def check_queue_page(
         shown = page.figures()
         after = checks.status_counts(checks.read_table(store, table))
         figures_between(shown, before, after)
-        if shown.stale.get(stale_key) != claimed_by:
+        if shown.stale.get(stale_key) != claimed_by or not shown.stale_runs.get(claimed_by):
             raise checks.CheckFailed(
                 f"with a {threshold} s threshold the page lists stale claims {shown.stale}, "
                 f"not {stale_key} claimed by {claimed_by}"

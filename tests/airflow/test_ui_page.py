@@ -154,6 +154,10 @@ def test_the_queue_page_shows_counts_oldest_pending_in_flight_and_stale_claims(
     stale_table = html.split('id="stale-claims"')[1].split("</table>")[0]
     assert "job-old" in stale_table and "dead/run" in stale_table
     assert "job-0" not in stale_table  # claimed just now: in flight, not stale
+    by_run = re.findall(
+        r'<tr data-claimed-by="([^"]+)"><td>[^<]*</td><td class="num">(\d+)</td>', html
+    )
+    assert by_run == [("dead/run", "1")]
     in_flight = html.split('id="in-flight"')[1].split("</table>")[0]
     assert in_flight.count('class="tag fresh"') == 2 and "queue_dispatcher/run-7" in in_flight
 

@@ -15,7 +15,9 @@ AFTER = Counter({"pending": 280, "in_flight": 55, "done": 165})
 
 def shown(pending: int, in_flight: int, done: int, rows: int = 500) -> PageFigures:
     statuses = {"pending": pending, "in_flight": in_flight, "done": done}
-    return PageFigures(rows, statuses, in_flight, stale_count=1, stale={"op-1": "d/r"})
+    return PageFigures(
+        rows, statuses, in_flight, stale_count=1, stale={"op-1": "d/r"}, stale_runs={"d/r": 1}
+    )
 
 
 @pytest.mark.parametrize("figures", [(300, 60, 140), (280, 55, 165), (290, 60, 150)])
@@ -37,12 +39,19 @@ def test_counts_the_store_never_had_fail(figures: tuple[int, int, int], problem:
         figures_between(shown(*figures), BEFORE, AFTER)
 
 
+def test_other_statuses_count_towards_the_rows() -> None:
+    page = PageFigures(
+        500, {"pending": 290, "in_flight": 58, "done": 150, "failed": 2}, 58, 0, {}, {}
+    )
+    figures_between(page, BEFORE, AFTER)
+
+
 def test_a_row_count_other_than_the_stores_fails() -> None:
     with pytest.raises(CheckFailed, match="shows 499 rows"):
         figures_between(shown(300, 59, 140, rows=499), BEFORE, AFTER)
 
 
 def test_an_in_flight_figure_that_disagrees_with_the_status_table_fails() -> None:
-    page = PageFigures(500, {"pending": 290, "in_flight": 60, "done": 150}, 61, 0, {})
+    page = PageFigures(500, {"pending": 290, "in_flight": 60, "done": 150}, 61, 0, {}, {})
     with pytest.raises(CheckFailed, match="do not add up"):
         figures_between(page, BEFORE, AFTER)
