@@ -13,7 +13,7 @@ PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; 
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null && { echo $$p; break; }; \
 	done)
 
-.PHONY: help venv demo test e2e compat lint fmt postgres-binaries clean distclean bench bench-quick
+.PHONY: help venv demo test e2e compat lint fmt postgres-binaries browser-binaries clean distclean bench bench-quick
 
 help:
 	@echo "make demo       run the recipe DAGs (Airflow dag.test) on an embedded SQLite store"
@@ -52,6 +52,15 @@ postgres-binaries:
 	if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
 	$$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y postgresql
 
+# The e2e's browser test drives Debian's headless Chromium through its driver.
+browser-binaries:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
+		exit 0; \
+	fi; \
+	echo "Chromium or chromedriver not found: installing the chromium and chromium-driver packages"; \
+	if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
+	$$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y chromium chromium-driver
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -72,7 +81,9 @@ test: venv postgres-binaries lint
 # .e2e/, drives the example DAGs through the REST API, asserts, stops everything.
 # On a busy machine give it more time: make e2e E2E_ARGS="--time-limit 1500"
 E2E_ARGS ?=
-e2e: venv postgres-binaries
+# The e2e extra (selenium, for the browser test) is for the e2e run only.
+e2e: venv postgres-binaries browser-binaries
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,e2e]'
 	$(BIN)/python -m e2e $(E2E_ARGS)
 
 # One venv per Airflow 3 line under .compat/ (reused while its pins in compat/ are unchanged),

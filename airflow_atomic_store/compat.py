@@ -11,6 +11,11 @@ then at the old one (checked against the 3.0.6, 3.1.8, 3.2.2 and 3.3.2 wheels):
 * ``Stats``: ``airflow.sdk.observability.stats`` from 3.2; before, ``airflow.stats``.
 * ``PostgresHook``: the PostgreSQL provider's, connecting with psycopg 3 also on 3.0
   (where SQLAlchemy 1.4 would make it pick psycopg2); loaded on first use.
+* ``api_user``: the API server's dependency that resolves the signed-in user. From 3.1
+  ``airflow.api_fastapi.core_api.security.get_user`` reads a Bearer header or the UI's
+  ``_token`` cookie; 3.0's reads only the header, so there the cookie is read here.
+  Loaded on first use (the API server only).
+* ``EXTERNAL_VIEWS``: whether the UI shows plugins' ``external_views`` (3.1+).
 
 Importing this module refuses an Airflow older than :data:`MIN_AIRFLOW_VERSION`
 with a ``RuntimeError``, as Airflow's own providers do. The store layer
@@ -53,7 +58,11 @@ def check_airflow_version(version: str) -> None:
 
 check_airflow_version(airflow.__version__)
 
+#: The UI lists plugins' ``external_views`` as navigation entries from 3.1 on.
+EXTERNAL_VIEWS = _release(airflow.__version__) >= (3, 1)
+
 if TYPE_CHECKING:  # type checkers see the newest line's names
+    from airflow.api_fastapi.core_api.security import get_user as api_user
     from airflow.providers.postgres.hooks.postgres import PostgresHook
     from airflow.sdk import BaseHook, SkipMixin
     from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
@@ -83,9 +92,9 @@ else:
 def __getattr__(name: str) -> Any:
     # ``PostgresHook`` is built on first use: the PostgreSQL provider loads only when a
     # postgres connection is opened.
-    if name == "PostgresHook":
-        globals()[name] = hook = _postgres_hook()
-        return hook
+    if name in _LAZY:
+        globals()[name] = value = _LAZY[name]()
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -113,7 +122,27 @@ def _postgres_hook() -> type[Any]:
     return PostgresHook
 
 
+def _api_user() -> Any:
+    """A FastAPI dependency giving the signed-in user (401 without a credential).
+
+    Airflow's own from 3.1 (it also honours the token-refresh middleware). 3.0's
+    reads only the ``Authorization`` header, while its UI keeps the token in the
+    ``_token`` cookie: a page opened in the browser must read the cookie too.
+    """
+    if _release(airflow.__version__) >= (3, 1):
+        from airflow.api_fastapi.core_api import security
+
+        return security.get_user
+    from airflow_atomic_store.ui.cookie_user import user_from_header_or_cookie
+
+    return user_from_header_or_cookie
+
+
+# Names built on first use: their imports are heavy or belong to one Airflow component.
+_LAZY = {"PostgresHook": _postgres_hook, "api_user": _api_user}
+
 __all__ = [
+    "EXTERNAL_VIEWS",
     "MIN_AIRFLOW_VERSION",
     "AirflowFailException",
     "AirflowNotFoundException",
@@ -121,5 +150,6 @@ __all__ = [
     "PostgresHook",
     "SkipMixin",
     "Stats",
+    "api_user",
     "check_airflow_version",
 ]

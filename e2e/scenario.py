@@ -18,7 +18,8 @@ Everything overlaps on purpose, as in production:
    if one does, taking it over is still safe, which the checks prove;
 5. once the drain is under way, one dispatcher run with a slow batch is
    triggered and one of its ``process`` tasks is SIGKILLed (its task process,
-   found by its title) while its row is ``in_flight``: a stale claim;
+   found by its title) while its row is ``in_flight``: a stale claim, which
+   ``e2e/browser.py`` then finds on the Airflow UI page in headless Chromium;
 6. after the drain, recovery passes (threshold ``0``: every dispatcher run has
    finished, so whatever is still ``in_flight`` is stale) until nothing is
    ``in_flight``;
@@ -40,11 +41,11 @@ from typing import Any
 import psutil
 
 from airflow_atomic_store import AtomicStore
-from e2e import checks
+from e2e import browser, checks
 from e2e.api import TERMINAL_RUN_STATES, AirflowApi, wait_for
 from e2e.claim_retry import DAG_ID as CLAIM_RETRY
 from e2e.claim_retry import ClaimRetry
-from e2e.deployment import Deployment
+from e2e.deployment import USERNAME, Deployment
 from e2e.tasks import task_process
 
 # The example DAGs (example_dags/) and the tables they use, with their default params.
@@ -100,6 +101,7 @@ class Progress:
     last_lease_wave: float = 0.0
     last_stale: float = 0.0
     retry: ClaimRetry = field(default_factory=ClaimRetry)
+    browser: dict[str, str] = field(default_factory=dict)  # e2e/browser.py's summary line
 
     def count(self, dag_id: str) -> int:
         return len(self.triggered.get(dag_id, []))
@@ -189,6 +191,8 @@ def drain(driver: Driver, store: AtomicStore) -> None:
             say(f"triggered {progress.victim}: a slow batch, to be killed mid-batch")
         if progress.victim is not None and progress.kill is None:
             progress.kill = kill_mid_batch(driver, store, progress.victim)
+        if progress.kill is not None and not progress.browser and not producing:
+            progress.browser = check_page_in_browser(driver, store, progress.kill)
         retry_killed = progress.retry.kill_after_commit(driver, store)
         lease_wave(driver, now)
         if now - progress.last_stale >= STALE_EVERY and open_runs[STALE] == 0:
@@ -266,6 +270,22 @@ def kill_mid_batch(driver: Driver, store: AtomicStore, victim: str) -> Kill | No
         )
         return kill
     return None
+
+
+def check_page_in_browser(driver: Driver, store: AtomicStore, kill: Kill) -> dict[str, str]:
+    """The Airflow UI page in headless Chromium, while the killed task's claim is stale."""
+    deployment = driver.deployment
+    return browser.check_queue_page(
+        base_url=deployment.api_url,
+        username=USERNAME,
+        password=deployment.password,
+        store=store,
+        table=QUEUE_TABLE,
+        stale_key=kill.row,
+        claimed_by=f"{DISPATCHER}/{kill.run_id}",
+        work_dir=deployment.root,
+        say=driver.say,
+    )
 
 
 def recover(driver: Driver, store: AtomicStore) -> None:
@@ -378,6 +398,7 @@ def verify(driver: Driver, store: AtomicStore, seconds: float) -> dict[str, Any]
             f"{progress.recovery_passes} final pass(es)"
         ),
         **replay,
+        **progress.browser,
         "counter": counter,
         "lease": f"{holders} holding interval(s), none overlapping"
         + (f"; scheduled run(s) that lost the lease: {lost}" if lost else ""),

@@ -1,0 +1,52 @@
+"""Who may see the page: a signed-in Airflow user whom the auth manager lets read connections.
+
+A plugin's FastAPI app gets no authentication from the API server, so every route
+depends on :func:`page_user`. The page reads a store through an Airflow
+connection, with that connection's credentials, so it asks the auth manager the
+question Airflow itself asks before showing a connection: may this user ``GET``
+it (for one connection when the request names one, else connections in
+general)? It also asks for the page's own custom view, ``Atomic Store``, so an
+auth manager with per-view permissions (FAB, Keycloak) can grant or withhold
+the page apart from the connections. With the simple auth manager that means
+the ``op`` and ``admin`` roles; a ``viewer`` or ``user`` gets 403.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
+from fastapi import Depends, HTTPException, Request, status
+
+from airflow_atomic_store.compat import api_user
+
+#: The custom view the auth manager is asked about (FAB lists it as a resource).
+RESOURCE_NAME = "Atomic Store"
+#: The query parameter that names the store connection.
+CONN_PARAM = "conn"
+
+
+def page_user(request: Request, user: Annotated[Any, Depends(api_user)]) -> Any:
+    """The signed-in user, if the auth manager lets them read the page and the connection."""
+    auth_manager = get_auth_manager()
+    conn_id = request.query_params.get(CONN_PARAM) or None
+    details = None if conn_id is None else ConnectionDetails(conn_id=conn_id)
+    allowed = auth_manager.is_authorized_custom_view(
+        method="GET", resource_name=RESOURCE_NAME, user=user
+    ) and auth_manager.is_authorized_connection(method="GET", details=details, user=user)
+    if not allowed:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "Forbidden")
+    return user
+
+
+def may_read_connection(user: Any, conn_id: str) -> bool:
+    """Whether ``user`` may read the connection ``conn_id`` (to list only those)."""
+    return bool(
+        get_auth_manager().is_authorized_connection(
+            method="GET", details=ConnectionDetails(conn_id=conn_id), user=user
+        )
+    )
+
+
+PageUser = Annotated[Any, Depends(page_user)]

@@ -1,0 +1,361 @@
+"""The "Atomic Store" page, through the API server's own app (``airflow.api_fastapi.app``).
+
+The page is what Airflow mounts from the ``airflow.plugins`` entry point, requested
+as the API server serves it: an anonymous client, a signed-in ``viewer`` (whom the
+simple auth manager does not let read connections) and a signed-in ``op``, each
+with a real JWT from the auth manager, as a Bearer header or the UI's ``_token``
+cookie. Every store is the test's fresh SQLite or PostgreSQL store.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from airflow_atomic_store import AtomicStore
+
+QUEUE = "jobs"
+PREFIX = "/atomic-store"
+#: Every route of the page, with the query each needs to reach the store.
+ROUTES = (
+    "/",
+    "/tables",
+    "/stats",
+    "/rows",
+    "/api/connections",
+    "/api/tables",
+    "/api/stats",
+    "/api/rows",
+)
+LONG_AGO = "2020-01-01T00:00:00.000000Z"
+FAR_AHEAD = "2999-01-01T00:00:00.000000Z"
+
+
+@pytest.fixture(scope="module")
+def api_app(airflow_db: None) -> Iterator[Any]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "test-secret-" + "x" * 64)
+        patch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "op:op,viewer:viewer")
+        from airflow.api_fastapi.app import create_app, purge_cached_app
+
+        app = create_app()
+        yield app
+        purge_cached_app()
+
+
+def _token(role: str) -> str:
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    return get_auth_manager().generate_jwt(SimpleAuthManagerUser(username=role, role=role))
+
+
+def _client(app: Any, role: str | None = None, *, cookie: bool = False) -> Any:
+    from fastapi.testclient import TestClient
+
+    client = TestClient(app, base_url="http://testserver")
+    if role is not None and cookie:
+        client.cookies.set("_token", _token(role))
+    elif role is not None:
+        client.headers["Authorization"] = f"Bearer {_token(role)}"
+    return client
+
+
+@pytest.fixture
+def op(api_app: Any) -> Any:
+    return _client(api_app, "op")
+
+
+def _queue(store: AtomicStore) -> None:
+    """Seven rows: three pending, one claimed long ago (stale), two claimed now, one done."""
+    for n in range(5):
+        store.put(QUEUE, f"job-{n}", {"status": "pending", "n": n})
+    store.put(
+        QUEUE, "job-old", {"status": "in_flight", "claimedAt": LONG_AGO, "claimedBy": "dead/run"}
+    )
+    store.put(QUEUE, "job-done", {"status": "done"})
+    claimed = store.atomic_claim(QUEUE, limit=2, execution_id="queue_dispatcher/run-7")
+    assert claimed["count"] == 2
+
+
+def _text_of(html: str, element_id: str) -> str:
+    found = re.search(rf'id="{element_id}"[^>]*>([^<]*)<', html)
+    assert found is not None, f"no element {element_id!r} in the page"
+    return found.group(1).strip()
+
+
+def test_an_anonymous_request_is_refused_with_401_on_every_route(
+    api_app: Any, store_conn: str
+) -> None:
+    client = _client(api_app)
+    for route in ROUTES:
+        response = client.get(f"{PREFIX}{route}", params={"conn": store_conn, "table": QUEUE})
+        assert response.status_code == 401, route
+    page = client.get(f"{PREFIX}/", headers={"Accept": "text/html"})
+    assert page.status_code == 401
+    assert "Sign in to Airflow first" in page.text
+
+
+def test_a_user_without_connection_access_is_refused_with_403_on_every_route(
+    api_app: Any, store_conn: str
+) -> None:
+    for cookie in (False, True):
+        client = _client(api_app, "viewer", cookie=cookie)
+        for route in ROUTES:
+            response = client.get(f"{PREFIX}{route}", params={"conn": store_conn, "table": QUEUE})
+            assert response.status_code == 403, route
+
+
+def test_a_forged_token_is_not_a_user(api_app: Any) -> None:
+    client = _client(api_app)
+    client.headers["Authorization"] = "Bearer not.a.jwt"
+    assert client.get(f"{PREFIX}/api/connections").status_code in (401, 403)
+
+
+def test_the_page_has_only_get_routes_and_refuses_every_other_method(
+    op: Any, store_conn: str
+) -> None:
+    from airflow_atomic_store.ui.plugin import AtomicStorePlugin
+
+    (mounted,) = AtomicStorePlugin.fastapi_apps
+    methods = {method for route in mounted["app"].routes for method in route.methods}
+    assert methods <= {"GET", "HEAD"}
+    for method in ("POST", "PUT", "PATCH", "DELETE"):
+        response = op.request(method, f"{PREFIX}/rows", params={"conn": store_conn, "table": QUEUE})
+        assert response.status_code == 405, method
+
+
+def test_the_app_publishes_no_unauthenticated_docs_or_schema(api_app: Any) -> None:
+    client = _client(api_app)
+    for path in ("/docs", "/redoc", "/openapi.json"):
+        assert client.get(f"{PREFIX}{path}").status_code in (401, 404), path
+
+
+def test_the_queue_page_shows_counts_oldest_pending_in_flight_and_stale_claims(
+    op: Any, store: AtomicStore, store_conn: str
+) -> None:
+    _queue(store)
+    page = op.get(
+        f"{PREFIX}/stats", params={"conn": store_conn, "table": QUEUE, "stale_after": "600"}
+    )
+    assert page.status_code == 200, page.text
+    html = page.text
+    assert _text_of(html, "rows") == "7"
+    assert _text_of(html, "pending-count") == "3"
+    assert _text_of(html, "in-flight-count") == "3"
+    assert _text_of(html, "stale-count") == "1"
+    assert re.fullmatch(r"\d+ (s|min)( \d+ s)?", _text_of(html, "oldest-pending"))
+    assert '<svg id="status-chart"' in html
+    stale_table = html.split('id="stale-claims"')[1].split("</table>")[0]
+    assert "job-old" in stale_table and "dead/run" in stale_table
+    assert "job-0" not in stale_table  # claimed just now: in flight, not stale
+    by_run = re.findall(
+        r'<tr data-claimed-by="([^"]+)"><td>[^<]*</td><td class="num">(\d+)</td>', html
+    )
+    assert by_run == [("dead/run", "1")]
+    in_flight = html.split('id="in-flight"')[1].split("</table>")[0]
+    assert in_flight.count('class="tag fresh"') == 2 and "queue_dispatcher/run-7" in in_flight
+
+    data = op.get(f"{PREFIX}/api/stats", params={"conn": store_conn, "table": QUEUE}).json()
+    assert data["status_counts"] == {"done": 1, "in_flight": 3, "pending": 3}
+    assert data["stale_after_seconds"] == 600
+    assert [row["key"] for row in data["stale"]] == ["job-old"]
+
+
+def test_the_stale_threshold_is_the_one_the_user_sets(
+    op: Any, store: AtomicStore, store_conn: str
+) -> None:
+    _queue(store)
+    params = {"conn": store_conn, "table": QUEUE}
+    huge = op.get(f"{PREFIX}/stats", params={**params, "stale_after": "900000000"}).text
+    assert _text_of(huge, "stale-count") == "0" and 'id="no-stale"' in huge
+    tiny = op.get(f"{PREFIX}/stats", params={**params, "stale_after": "0.000001"}).text
+    assert _text_of(tiny, "stale-count") == "3"
+    for bad in ("-5", "0", "soon"):
+        refused = op.get(f"{PREFIX}/stats", params={**params, "stale_after": bad})
+        assert refused.status_code == 400 and "stale_after" in refused.text, bad
+
+
+def test_the_tables_page_lists_every_table_with_its_row_count(
+    op: Any, store: AtomicStore, store_conn: str
+) -> None:
+    _queue(store)
+    store.put("leases", "leader", {"holder": "a", "expiresAt": FAR_AHEAD})
+    data = op.get(f"{PREFIX}/api/tables", params={"conn": store_conn}).json()
+    assert data["tables"] == [{"table": QUEUE, "rows": 7}, {"table": "leases", "rows": 1}]
+    html = op.get(f"{PREFIX}/tables", params={"conn": store_conn}).text
+    assert f"/atomic-store/stats?conn={store_conn}&amp;table=leases" in html
+
+
+def test_rows_are_paged_filtered_and_shown_as_formatted_json(
+    op: Any, store: AtomicStore, store_conn: str
+) -> None:
+    _queue(store)
+    where = '[{"field": "status", "operator": "equals", "value": "pending"}]'
+    params = {"conn": store_conn, "table": QUEUE, "where": where, "limit": "2"}
+    first = op.get(f"{PREFIX}/rows", params=params)
+    assert first.status_code == 200, first.text
+    assert re.findall(r'<tr data-key="([^"]+)"', first.text) == ["job-2", "job-3"]
+    assert "&#34;status&#34;: &#34;pending&#34;" in first.text  # indented JSON, escaped
+    assert 'id="next"' in first.text and 'id="previous"' not in first.text
+    second = op.get(f"{PREFIX}/rows", params={**params, "offset": "2"})
+    assert re.findall(r'<tr data-key="([^"]+)"', second.text) == ["job-4"]
+    assert 'id="next"' not in second.text and 'id="previous"' in second.text
+
+
+@pytest.mark.parametrize(
+    ("where", "field"),
+    [
+        ('[{"field": "status", "operator": "resembles", "value": 1}]', "operator"),
+        ('[{"field": "a..b", "operator": "equals", "value": 1}]', "field"),
+        ('[{"field": "status", "operator": "equals"', "where"),
+    ],
+)
+def test_a_bad_filter_is_a_400_that_names_the_problem_with_the_form_kept(
+    op: Any, store: AtomicStore, store_conn: str, where: str, field: str
+) -> None:
+    _queue(store)
+    params = {"conn": store_conn, "table": QUEUE, "where": where}
+    page = op.get(f"{PREFIX}/rows", params=params)
+    assert page.status_code == 400
+    message = _text_of(page.text, "error")
+    assert field in message
+    assert 'id="where"' in page.text  # the filter box, holding what was sent
+    data = op.get(f"{PREFIX}/api/rows", params=params)
+    assert data.status_code == 400 and field in data.json()["error"]
+
+
+def test_leases_show_held_or_expired_and_buckets_their_tokens(
+    op: Any, store: AtomicStore, store_conn: str
+) -> None:
+    store.put("coord", "held", {"holder": "run-1", "expiresAt": FAR_AHEAD})
+    store.put("coord", "expired", {"holder": "run-0", "expiresAt": LONG_AGO})
+    store.put("coord", "bucket", {"tokens": 7, "capacity": 10})
+    html = op.get(f"{PREFIX}/rows", params={"conn": store_conn, "table": "coord"}).text
+    rows = dict(re.findall(r'<tr data-key="([^"]+)">(.*?)</tr>', html, flags=re.S))
+    assert "lease held" in rows["held"]
+    assert "lease expired" in rows["expired"]
+    assert "bucket: 7 tokens" in rows["bucket"]
+
+
+def test_row_values_and_names_are_shown_as_text_never_as_markup(
+    op: Any, store: AtomicStore, store_conn: str
+) -> None:
+    script = "<script>alert('x')</script>"
+    table = '<img src=x onerror="alert(1)">'
+    store.put(table, f"<b>{script}</b>", {"status": script, "note": script, "claimedBy": script})
+    params = {"conn": store_conn, "table": table}
+    for route in ("/tables", "/stats", "/rows"):
+        response = op.get(f"{PREFIX}{route}", params=params)
+        assert response.status_code == 200, route
+        assert "<script>" not in response.text and "<img" not in response.text, route
+        assert "script-src" not in response.headers["content-security-policy"]
+        assert "default-src 'none'" in response.headers["content-security-policy"]
+    rows = op.get(f"{PREFIX}/rows", params=params).text
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in rows
+
+
+def test_the_chooser_lists_store_connections_never_their_passwords(
+    op: Any, store_conn: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_UI_SECRET_PG", "postgresql://alice:s3cr3t-pa55@db.example:5433/queues"
+    )
+    monkeypatch.setenv("AIRFLOW_CONN_UI_NOT_A_STORE", "http://bob:hunter2@example.com")
+    page = op.get(f"{PREFIX}/")
+    assert page.status_code == 200
+    assert "ui_secret_pg" in page.text and "db.example:5433/queues" in page.text
+    assert store_conn in page.text
+    assert "s3cr3t" not in page.text and "alice" not in page.text
+    assert "ui_not_a_store" not in page.text and "hunter2" not in page.text
+    listed = op.get(f"{PREFIX}/api/connections").json()["connections"]
+    assert all(set(c) == {"conn_id", "conn_type", "location", "source"} for c in listed)
+
+
+def test_an_unknown_connection_is_a_clear_message_not_a_500(op: Any) -> None:
+    page = op.get(f"{PREFIX}/tables", params={"conn": "no_such_store"})
+    assert page.status_code == 400
+    assert "no_such_store" in _text_of(page.text, "error")
+
+
+def test_the_ui_cookie_signs_the_browser_in(
+    api_app: Any, store: AtomicStore, store_conn: str
+) -> None:
+    _queue(store)
+    browser = _client(api_app, "op", cookie=True)
+    page = browser.get(f"{PREFIX}/stats", params={"conn": store_conn, "table": QUEUE})
+    assert page.status_code == 200
+    assert _text_of(page.text, "pending-count") == "3"
+
+
+def test_reading_every_page_changes_nothing_in_the_store(
+    op: Any, store: AtomicStore, store_conn: str
+) -> None:
+    _queue(store)
+    before = store.query(QUEUE, limit=100)
+    for route in ROUTES:
+        assert op.get(f"{PREFIX}{route}", params={"conn": store_conn, "table": QUEUE}).is_success
+    assert store.query(QUEUE, limit=100) == before
+
+
+def test_the_plugin_registers_the_page_and_its_navigation_entry() -> None:
+    from airflow import plugins_manager
+
+    from airflow_atomic_store.compat import EXTERNAL_VIEWS
+
+    plugins_manager.ensure_plugins_loaded()
+    names = [plugin.name for plugin in plugins_manager._get_plugins()[0]]
+    assert "atomic_store" in names
+    from airflow_atomic_store.ui.plugin import AtomicStorePlugin
+
+    assert [app["url_prefix"] for app in AtomicStorePlugin.fastapi_apps] == [PREFIX]
+    hrefs = [view["href"] for view in AtomicStorePlugin.external_views]
+    assert hrefs == ([f"{PREFIX}/"] if EXTERNAL_VIEWS else [])
+
+
+def test_importing_the_plugin_does_not_build_the_app() -> None:
+    # Every task process imports plugins; the page's app must load only in the API server.
+    code = (
+        "import sys, airflow_atomic_store.ui.plugin as p\n"
+        "assert 'airflow_atomic_store.ui.app' not in sys.modules\n"
+        "p.AtomicStorePlugin.name\n"
+        "print('light')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0 and "light" in result.stdout, result.stderr
+
+
+def test_the_3_0_user_dependency_reads_the_bearer_header_or_the_ui_cookie(
+    api_app: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Airflow 3.0's get_user reads only the header; compat reads the cookie too there.
+    import airflow
+    from fastapi import Depends, FastAPI
+    from fastapi.testclient import TestClient
+
+    from airflow_atomic_store import compat
+
+    monkeypatch.setattr(airflow, "__version__", "3.0.6")
+    dependency = compat._api_user()
+    assert dependency.__module__ == "airflow_atomic_store.ui.cookie_user"
+
+    probe = FastAPI()
+
+    @probe.get("/who")
+    def who(user: Any = Depends(dependency)) -> dict[str, str]:  # noqa: B008 (a local dependency)
+        return {"user": user.get_id()}
+
+    client = TestClient(probe)
+    assert client.get("/who").status_code == 401
+    assert client.get("/who", headers={"Authorization": "Bearer nonsense"}).status_code == 403
+    bearer = client.get("/who", headers={"Authorization": f"Bearer {_token('op')}"})
+    assert bearer.json() == {"user": "op"}
+    client.cookies.set("_token", _token("viewer"))
+    assert client.get("/who").json() == {"user": "viewer"}
