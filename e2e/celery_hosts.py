@@ -73,16 +73,17 @@ def verify(driver: Driver, dag_ids: Iterable[str]) -> dict[str, str]:
     where = []
     kill = progress.kill
     if kill is not None:
-        where.append(f"the killed process task ran on {host_of.get(kill.ti_id)}")
+        where.append(f"the process task on {host_of.get(kill.ti_id)}")
     claim = progress.retry.kill
     if claim is not None:
         from e2e.claim_retry import CLAIM_TASK, DAG_ID
 
         tries = api.tries(DAG_ID, claim.run_id, CLAIM_TASK)
         where.append(
-            "the killed claim's tries on " + ", ".join(str(t.get("hostname")) for t in tries)
+            "the claim's "
+            + ", ".join(f"try {t['try_number']} on {t.get('hostname')}" for t in tries)
         )
     return {
-        "workers": describe(hosts) + (" (every worker ran tasks)" if workers else ""),
-        "kills on": "; ".join(where),
+        "workers": describe(hosts, top=3) + (" (every worker ran tasks)" if workers else ""),
+        "killed on": "; ".join(where),
     }
