@@ -13,12 +13,13 @@ PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; 
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null && { echo $$p; break; }; \
 	done)
 
-.PHONY: help venv demo test e2e compat lint fmt postgres-binaries browser-binaries clean distclean bench bench-quick
+.PHONY: help venv demo test e2e e2e-celery e2e-deps compat lint fmt postgres-binaries redis-binaries browser-binaries clean distclean bench bench-quick
 
 help:
 	@echo "make demo       run the recipe DAGs (Airflow dag.test) on an embedded SQLite store"
 	@echo "make test       ruff, mypy and pytest (SQLite and PostgreSQL tests)"
 	@echo "make e2e        a real Airflow deployment (PostgreSQL, LocalExecutor) runs the example DAGs"
+	@echo "make e2e-celery the same with the CeleryExecutor: Redis broker, two Celery workers"
 	@echo "make compat     the built wheel on every Airflow 3 line (venvs in .compat/); docs/compatibility.md"
 	@echo "make bench      benchmarks vs hand-written SQL and queues; writes docs/benchmarks.md"
 	@echo "make bench-quick the same at small sizes (about a minute); report in the temp dir"
@@ -61,6 +62,13 @@ browser-binaries:
 	if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
 	$$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y chromium chromium-driver
 
+# The Celery e2e's broker: Debian's redis-server (the harness starts its own on a free port).
+redis-binaries:
+	@if command -v redis-server >/dev/null 2>&1; then exit 0; fi; \
+	echo "redis-server not found: installing the redis-server package"; \
+	if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
+	$$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y redis-server
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -80,11 +88,19 @@ test: venv postgres-binaries lint
 # Starts PostgreSQL and Airflow (api-server, scheduler, dag-processor, triggerer) under
 # .e2e/, drives the example DAGs through the REST API, asserts, stops everything.
 # On a busy machine give it more time: make e2e E2E_ARGS="--time-limit 1500"
+# The e2e extra (selenium for the browser check; the Celery provider with its redis client)
+# is for the e2e runs only.
 E2E_ARGS ?=
-# The e2e extra (selenium, for the browser test) is for the e2e run only.
-e2e: venv postgres-binaries browser-binaries
+e2e-deps: venv postgres-binaries browser-binaries
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,e2e]'
+
+e2e: e2e-deps
 	$(BIN)/python -m e2e $(E2E_ARGS)
+
+# The same scenario under the CeleryExecutor: a Redis broker (redis-server on a free loopback
+# port), the result backend on the PostgreSQL server, two Celery workers with their own hostnames.
+e2e-celery: e2e-deps redis-binaries
+	$(BIN)/python -m e2e --executor celery $(E2E_ARGS)
 
 # One venv per Airflow 3 line under .compat/ (reused while its pins in compat/ are unchanged),
 # the built wheel installed into each, the Airflow-layer and example-DAG tests run against it.

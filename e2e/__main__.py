@@ -18,9 +18,12 @@ from types import FrameType
 from typing import Any
 
 from e2e.api import AirflowApi, wait_for
-from e2e.deployment import USERNAME, Deployment, DeploymentError, tail
+from e2e.celery_executor import CelerySetup
+from e2e.deployment import USERNAME, Deployment, DeploymentError, Executor, LocalExecutorSetup, tail
 
 PROJECT = Path(__file__).resolve().parent.parent
+#: ``--executor``: what runs the task processes (e2e/deployment.py, e2e/celery_executor.py).
+EXECUTORS: dict[str, type[Executor]] = {"local": LocalExecutorSetup, "celery": CelerySetup}
 
 
 class Interrupted(BaseException):
@@ -47,7 +50,7 @@ def wait_until_healthy(api: AirflowApi, deployment: Deployment, timeout: float) 
         if not all((health.get(part) or {}).get("status") == "healthy" for part in parts):
             return False
         # The execution API (what task processes call) loads on its first request: warm it.
-        return api.execution_health()
+        return api.execution_health() and deployment.workers_ready()
 
     wait_for(
         healthy,
@@ -87,6 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         help="run only the harness's own DAG (e2e/dags), to test the harness",
     )
     parser.add_argument(
+        "--executor",
+        choices=sorted(EXECUTORS),
+        default="local",
+        help="local: the LocalExecutor (default); celery: a Redis broker and two Celery workers",
+    )
+    parser.add_argument(
         "--parallelism",
         type=int,
         default=8,
@@ -122,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         parallelism=args.parallelism,
         extra_bundles=extra_bundles,
         say=say,
+        executor=EXECUTORS[args.executor](),
     )
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM):
         signal.signal(signum, _interrupt)
@@ -170,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         if leftovers:
             say(f"FAILED: processes left behind: {[p.pid for p in leftovers]}")
             status = 1
+    summary = {"executor": deployment.executor.name, **summary}
     summary["duration"] = f"{time.monotonic() - started:.0f}s (start, scenario, shutdown)"
     width = max(len(key) for key in summary)
     say("summary\n" + "\n".join(f"  {key:<{width}}  {value}" for key, value in summary.items()))
@@ -178,8 +189,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dump_logs(deployment: Deployment) -> None:
-    for name in ("scheduler", "api-server", "dag-processor", "triggerer"):
+    for name in (
+        "scheduler",
+        "api-server",
+        "dag-processor",
+        "triggerer",
+        *_worker_logs(deployment),
+    ):
         print(tail(deployment.logs / f"{name}.log", lines=25), file=sys.stderr)
+
+
+def _worker_logs(deployment: Deployment) -> tuple[str, ...]:
+    return tuple(name for name in deployment.executor.task_hosts if name != "scheduler")
 
 
 if __name__ == "__main__":

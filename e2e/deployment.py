@@ -11,6 +11,11 @@
    ``scheduler`` (with the LocalExecutor, which forks the task processes),
    ``dag-processor`` and ``triggerer``.
 
+The executor is a choice (:class:`Executor`): :class:`LocalExecutorSetup` here, or
+the CeleryExecutor's (``e2e/celery_executor.py``), which adds a Redis broker before
+the migration and two Celery workers after the components. Everything else -- the
+settings, the sessions, the accounting, the shut-down -- is the same code for both.
+
 Everything is configured through ``AIRFLOW__*`` environment variables (see
 :meth:`Deployment.environment`; ``docs/deploying.md`` lists the same set) in an
 ``AIRFLOW_HOME`` under ``.e2e/`` in the project. :meth:`Deployment.stop` is
@@ -38,13 +43,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 import psutil
 
 from tests.support.postgres_server import PostgresServer
 
-__all__ = ["Component", "Deployment", "DeploymentError"]
+__all__ = ["Component", "Deployment", "DeploymentError", "Executor", "LocalExecutorSetup"]
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 PROJECT = Path(__file__).resolve().parent.parent
@@ -81,8 +86,69 @@ class Component:
         return self.process.poll() is None
 
 
+class Executor(Protocol):
+    """What a deployment needs to know about its executor; the rest is the same for all."""
+
+    #: ``[core] executor``.
+    name: str
+    #: The components whose sessions hold the task processes (and their supervisors).
+    task_hosts: tuple[str, ...]
+    #: The task instances' ``hostname`` each worker reports, or () for "this machine".
+    worker_hostnames: tuple[str, ...]
+
+    def settings(self, deployment: Deployment) -> dict[str, str]:
+        """Its ``AIRFLOW__*`` settings, added to every component's environment."""
+        ...
+
+    def start_services(self, deployment: Deployment) -> None:
+        """Start what it needs before ``airflow db migrate`` (a broker)."""
+        ...
+
+    def start_workers(self, deployment: Deployment) -> None:
+        """Start its workers, after the four components."""
+        ...
+
+    def ready(self) -> bool:
+        """Whether its workers take tasks."""
+        ...
+
+    def stop_services(self) -> None:
+        """Stop what :meth:`start_services` started (after the components); safe twice."""
+        ...
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time of its services, by name."""
+        ...
+
+
+class LocalExecutorSetup:
+    """The LocalExecutor: the scheduler forks the task processes; nothing else to run."""
+
+    name = "LocalExecutor"
+    task_hosts: tuple[str, ...] = ("scheduler",)
+    worker_hostnames: tuple[str, ...] = ()
+
+    def settings(self, deployment: Deployment) -> dict[str, str]:
+        return {}
+
+    def start_services(self, deployment: Deployment) -> None:
+        return None
+
+    def start_workers(self, deployment: Deployment) -> None:
+        return None
+
+    def ready(self) -> bool:
+        return True
+
+    def stop_services(self) -> None:
+        return None
+
+    def cpu_seconds(self) -> dict[str, float]:
+        return {}
+
+
 class Deployment:
-    """PostgreSQL + Airflow (LocalExecutor) under ``root``, serving ``dags_folder``.
+    """PostgreSQL + Airflow under ``root``, serving ``dags_folder``.
 
     :param root: the working directory (``.e2e/``); ``AIRFLOW_HOME`` is ``root/airflow``
         and the component logs go to ``root/logs``.
@@ -91,6 +157,7 @@ class Deployment:
     :param extra_bundles: more DAG folders, each a DAG bundle of its own (name: folder),
         next to ``dags_folder`` (the ``dags-folder`` bundle).
     :param say: where progress lines go.
+    :param executor: the executor and what it runs (default: the LocalExecutor).
     """
 
     def __init__(
@@ -101,7 +168,9 @@ class Deployment:
         parallelism: int = 4,
         extra_bundles: dict[str, Path] | None = None,
         say: Callable[[str], None] = print,
+        executor: Executor | None = None,
     ) -> None:
+        self.executor: Executor = executor or LocalExecutorSetup()
         self.root = root
         self.dags_folder = dags_folder
         self.extra_bundles = dict(extra_bundles or {})
@@ -146,7 +215,7 @@ class Deployment:
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": (
                 f"postgresql+psycopg2://postgres@127.0.0.1:{port}/{METADATA_DATABASE}"
             ),
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__EXECUTOR": self.executor.name,  # or its settings' (below)
             "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
             # The DAGs: the project's example DAGs, and the harness's own bundle.
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
@@ -175,6 +244,7 @@ class Deployment:
             "AIRFLOW_CONN_ATOMIC_STORE_DEFAULT": self.store_url,
         }
         # [END e2e_settings]
+        settings.update(self.executor.settings(self))
         env = {
             name: value
             for name, value in os.environ.items()
@@ -217,6 +287,7 @@ class Deployment:
         self.server.create_database(METADATA_DATABASE)
         self.api_port = free_port()
         self.say(f"PostgreSQL on port {self.server.port} ({time.monotonic() - started:.1f}s)")
+        self.executor.start_services(self)
 
         started = time.monotonic()
         self.run_cli(["db", "migrate"], log_name="db-migrate", timeout=600)
@@ -224,7 +295,8 @@ class Deployment:
 
         for name in COMPONENTS:
             self._start_component(name)
-        self.say(f"started {', '.join(COMPONENTS)}; logs in {self.logs}")
+        self.executor.start_workers(self)
+        self.say(f"started {', '.join(self.components)}; logs in {self.logs}")
 
     def run_cli(self, args: list[str], *, log_name: str, timeout: float) -> None:
         """Run one ``airflow`` CLI command to completion, its output in ``logs/<log_name>.log``."""
@@ -252,12 +324,21 @@ class Deployment:
                 f"airflow {' '.join(args)} exited with {status}\n{tail(log_path)}"
             )
 
-    def _start_component(self, name: str) -> None:
+    def start_component(
+        self, name: str, args: list[str] | None = None, env: dict[str, str] | None = None
+    ) -> None:
+        """Start one more long-running component (an executor's worker), like the four."""
+        self._start_component(name, args, env)
+
+    def _start_component(
+        self, name: str, args: list[str] | None = None, env: dict[str, str] | None = None
+    ) -> None:
+        """Start ``airflow <args>`` (default ``airflow <name>``), ``env`` added to its environment."""
         log_path = self.logs / f"{name}.log"
         log_file = log_path.open("wb")
         process = subprocess.Popen(
-            [sys.executable, "-m", "airflow", name],
-            env=self.environment(),
+            [sys.executable, "-m", "airflow", *(args or [name])],
+            env={**self.environment(), **(env or {})},
             cwd=self.root,
             stdin=subprocess.DEVNULL,
             stdout=log_file,
@@ -295,6 +376,7 @@ class Deployment:
             component.process.wait()
             component.log_file.close()
         self.components.clear()
+        self.executor.stop_services()
         if self.server is not None:
             self.server.stop()
             self.server = None
@@ -321,22 +403,31 @@ class Deployment:
             name: used(processes_in_sessions({component.pid}))
             for name, component in self.components.items()
         }
-        scheduler = self.components.get("scheduler")
-        if scheduler is not None:  # split off the task processes the LocalExecutor forked
+        tasks = 0.0  # split off the task processes (and their supervisors) from their hosts
+        for name in self.executor.task_hosts:
+            host = self.components.get(name)
+            if host is None:
+                continue
             try:
-                times = psutil.Process(scheduler.pid).cpu_times()
-                usage["tasks"] = usage["scheduler"] - times.user - times.system
-                usage["scheduler"] = times.user + times.system
+                times = psutil.Process(host.pid).cpu_times()
             except psutil.Error:
-                pass
+                continue
+            tasks += max(0.0, usage[name] - times.user - times.system)
+            usage[name] = times.user + times.system
+        usage["tasks"] = tasks
+        usage.update(self.executor.cpu_seconds())
         if self.server is not None and self.server.directory is not None:
             usage["postgres"] = used(processes_under(self.server.directory))
         return usage
 
     def task_candidates(self) -> list[psutil.Process]:
-        """The scheduler's processes: its LocalExecutor workers and the task processes."""
-        scheduler = self.components.get("scheduler")
-        return [] if scheduler is None else list(processes_in_sessions({scheduler.pid}))
+        """The task hosts' processes: the scheduler's (LocalExecutor) or the Celery workers'."""
+        hosts = {self.components[n].pid for n in self.executor.task_hosts if n in self.components}
+        return list(processes_in_sessions(hosts))
+
+    def workers_ready(self) -> bool:
+        """Whether the executor's workers take tasks (always, for the LocalExecutor)."""
+        return self.executor.ready()
 
     def leftovers(self) -> list[psutil.Process]:
         """Processes this deployment started that are still alive (should be none)."""
@@ -344,6 +435,10 @@ class Deployment:
         for place in run_places(self.root):
             found.update((p.pid, p) for p in processes_under(place))
         return list(found.values())
+
+    def record_session(self, pid: int) -> None:
+        """Count the session ``pid`` leads as this deployment's (an executor's service)."""
+        self._record_session(pid)
 
     def _record_session(self, pid: int) -> None:
         self._sessions.add(pid)
@@ -388,8 +483,12 @@ def kill_session(leader: int) -> list[int]:
     return killed
 
 
+#: The programs a run starts (``redis-server`` is a link to ``redis-check-rdb`` on Debian).
+OUR_PROGRAMS = frozenset({"postgres", "redis-server", "redis-check-rdb"})
+
+
 def processes_under(root: Path) -> Iterator[psutil.Process]:
-    """Live Python and PostgreSQL processes whose working directory is ``root`` or below.
+    """Live Python, PostgreSQL and Redis processes whose working directory is ``root`` or below.
 
     Every component starts in ``root`` and the PostgreSQL server runs in its data
     directory under it, so this finds what an interrupted run left, whatever its
@@ -404,7 +503,7 @@ def processes_under(root: Path) -> Iterator[psutil.Process]:
             program = Path(process.exe()).name
         except (psutil.Error, OSError):
             continue
-        ours = program.startswith("python") or program == "postgres"
+        ours = program.startswith("python") or program in OUR_PROGRAMS
         if ours and (cwd == root or root in cwd.parents):
             yield process
 

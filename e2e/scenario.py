@@ -41,7 +41,7 @@ from typing import Any
 import psutil
 
 from airflow_atomic_store import AtomicStore
-from e2e import browser, checks
+from e2e import browser, celery_hosts, checks
 from e2e.api import TERMINAL_RUN_STATES, AirflowApi, wait_for
 from e2e.claim_retry import DAG_ID as CLAIM_RETRY
 from e2e.claim_retry import ClaimRetry
@@ -159,7 +159,9 @@ def run(api: AirflowApi, deployment: Deployment, say: Callable[[str], None]) -> 
             interval=3,
             check=deployment.check_alive,
         )
-        return verify(driver, store, time.monotonic() - started)
+        summary = verify(driver, store, time.monotonic() - started)
+        summary.update(celery_hosts.verify(driver, DAG_IDS))  # which worker ran which task
+        return summary
 
 
 # -- the drain, with everything else alongside ------------------------------------------------
