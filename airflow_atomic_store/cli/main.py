@@ -67,6 +67,9 @@ def run(args: argparse.Namespace, command: str, prog: str = PROG) -> int:
         return _fail(prog, str(exc), USAGE)
     except AtomicStoreError as exc:
         return _fail(prog, str(exc), UNREACHABLE)
+    except Exception:
+        traceback.print_exc()
+        return _fail(prog, "unexpected error opening the store (a bug; traceback above)", BUG)
     try:
         outcome = HANDLERS[command](store, args)
     except SpecError as exc:

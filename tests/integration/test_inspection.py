@@ -360,3 +360,39 @@ def test_every_result_is_json_ready(store: AtomicStore) -> None:
     assert stats["stale_after_seconds"] == 900.0
     assert stats["in_flight"][0]["claim_age_seconds"] == 5400.0
     assert stats["in_flight"][0]["claimed_at"] == at(90)
+
+
+def test_each_stats_call_describes_one_moment_while_a_worker_drains_the_queue(
+    store: AtomicStore, store_url: str
+) -> None:
+    """Counts, in-flight count and in-flight list agree in every call (one snapshot)."""
+    from tests.support.inspection_workers import play
+    from tests.support.processes import run_in_processes
+
+    total = 120
+    for n in range(total):
+        store.put("busy", f"j{n:03d}", {"status": "pending"})
+    finished, seen = run_in_processes(
+        play, [("work", store_url, "busy", 5), ("inspect", store_url, "busy", total)]
+    )
+    assert finished == total
+    assert seen["inconsistent"] == []
+    assert seen["calls"] > 1 and seen["in_flight"] > 0
+
+
+@pytest.mark.parametrize("table", ["it's 50% done", "%s", "$1 \\ é"])
+def test_table_names_needing_quotes_are_inspected_like_any_other(
+    store: AtomicStore, table: str
+) -> None:
+    store.put(table, "p", {"status": "pending"})
+    store.put(table, "f", {"status": "in_flight", "claimedAt": at(30), "claimedBy": "x"})
+    inspector = StoreInspector(store, clock=fixed_clock)
+    stats = inspector.stats(table, stale_after=timedelta(minutes=10))
+    assert (stats.rows, stats.status_counts, stats.stale_count) == (
+        2,
+        {"in_flight": 1, "pending": 1},
+        1,
+    )
+    assert stats.oldest_pending_age is not None
+    assert [row.key for row in inspector.stale(table, older_than=timedelta(minutes=10))] == ["f"]
+    assert TableSummary(table, 2) in inspector.tables()
