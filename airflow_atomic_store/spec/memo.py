@@ -36,6 +36,7 @@ class _Unfreezable(Exception):
 
 
 def _freeze(value: Any, depth: int = 0) -> Hashable:
+    """``value`` frozen; strings and None (most of a spec) are kept inline, without a call."""
     kind = type(value)
     if kind is str or value is None:
         return value
@@ -47,13 +48,20 @@ def _freeze(value: Any, depth: int = 0) -> Hashable:
         for key, item in value.items():
             if type(key) is not str:
                 raise _Unfreezable
-            items.append((key, _freeze(item, depth)))
+            plain = type(item) is str or item is None
+            items.append((key, item if plain else _freeze(item, depth)))
         return tuple(items)
     if kind is list or kind is tuple:
         if depth >= _MAX_DEPTH:
             raise _Unfreezable
         depth += 1
-        return ("l", *[_freeze(item, depth) for item in value])
+        return (
+            "l",
+            *[
+                item if type(item) is str or item is None else _freeze(item, depth)
+                for item in value
+            ],
+        )
     if kind is bool:
         return ("b", value)
     if kind is int:
