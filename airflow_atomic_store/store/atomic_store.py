@@ -311,7 +311,10 @@ class AtomicStore:
         except ClaimSetGone:  # dropped by another process since this one listed it
             self._claim_sets.forget(table)
             rows, replayed = self._backend.claim(*arguments, None, receipt)
-        claimed = [{"key": key, "value": project(value, fields)} for key, value in rows]
+        if fields is None:
+            claimed = [{"key": key, "value": value} for key, value in rows]
+        else:
+            claimed = [{"key": key, "value": project(value, fields)} for key, value in rows]
         return _with_replayed({"claimed": claimed, "count": len(claimed)}, receipt, replayed)
 
     def atomic_upsert(
