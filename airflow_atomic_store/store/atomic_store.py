@@ -311,6 +311,7 @@ class AtomicStore:
         except ClaimSetGone:  # dropped by another process since this one listed it
             self._claim_sets.forget(table)
             rows, replayed = self._backend.claim(*arguments, None, receipt)
+        claimed: list[dict[str, Any]]
         if fields is None:
             claimed = [{"key": key, "value": value} for key, value in rows]
         else:
