@@ -29,8 +29,13 @@ def utc_now() -> datetime:
 
 
 def now() -> str:
-    """The current time in the canonical form."""
-    return format_timestamp(utc_now())
+    """The current time in the canonical form.
+
+    ``isoformat`` writes the same text as :func:`format_timestamp` for any year
+    from 1000 on, in half the time of ``strftime`` (a claim stamps every call).
+    The ``+00:00`` an aware UTC time ends with becomes the ``Z``.
+    """
+    return utc_now().isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def shifted(delta: timedelta) -> str:

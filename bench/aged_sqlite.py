@@ -5,12 +5,17 @@ times as many done rows), claims batches until the queue is empty and is
 timed from the first claim to the empty one. Variants: the store as the recipe
 calls it (its first claim declares the claimable set, inside the timing), the
 store with the set declared beforehand, and ``sqlite3`` with a hand-made
-partial index named by ``INDEXED BY`` (:mod:`bench.handwritten`).
+partial index named by ``INDEXED BY`` (:mod:`bench.handwritten`), once keeping
+the JSON text it gets back and once decoding it (``sql-decoded``), as a caller
+of the store gets values, and as psycopg decodes ``jsonb`` for the PostgreSQL
+hand-written claim. Each drain is timed by the wall clock and by the process's
+CPU time (user and system): on a shared machine the CPU time is the steadier.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from typing import Any
 
 from airflow_atomic_store import AtomicStore
@@ -20,7 +25,7 @@ from bench.environment import BenchEnvironment
 from bench.handwritten import SQLITE_PARTIAL_INDEX, HandwrittenSqlite
 from bench.timing import now, progress
 
-VARIANTS = ("recipe", "declared", "sql")
+VARIANTS = ("recipe", "declared", "sql", "sql-decoded")
 BATCH = 10
 
 _LOAD = """
@@ -39,7 +44,7 @@ def _prepare(url: str, variant: str, pending: int, history: int) -> None:
         store.get(loading.QUEUE, "__schema__")
     with sqlite3.connect(path_from_url(url), isolation_level=None) as conn:
         conn.execute(_LOAD, (pending + history, loading.QUEUE, history))
-        if variant == "sql":
+        if variant.startswith("sql"):
             conn.execute(SQLITE_PARTIAL_INDEX)
     conn.close()
     if variant == "declared":
@@ -51,9 +56,10 @@ def _prepare(url: str, variant: str, pending: int, history: int) -> None:
 
 
 def _drain(url: str, variant: str) -> dict[str, Any]:
-    if variant == "sql":
+    if variant in ("sql", "sql-decoded"):
         sql = HandwrittenSqlite(path_from_url(url))
-        claim, close = (lambda: len(sql.claim_partial(BATCH, "aged"))), sql.close
+        decode = variant == "sql-decoded"
+        claim, close = (lambda: len(sql.claim_partial(BATCH, "aged", decode=decode))), sql.close
     else:
         store = AtomicStore(url, auto_claim_sets=variant == "recipe")
         store.get(loading.QUEUE, "__warm-up__")
@@ -62,19 +68,21 @@ def _drain(url: str, variant: str) -> dict[str, Any]:
         )["count"]
         close = store.close
     try:
-        start = now()
+        start, cpu_start = now(), time.process_time()
         claimed = first = claim()
         first_seconds = now() - start
         while first:
             first = claim()
             claimed += first
-        seconds = now() - start
+        seconds, cpu_seconds = now() - start, time.process_time() - cpu_start
     finally:
         close()
     return {
         "claimed": claimed,
         "seconds": seconds,
         "rate": claimed / seconds,
+        "cpu_seconds": cpu_seconds,
+        "cpu_rate": claimed / cpu_seconds,
         "first_ms": first_seconds * 1000,
     }
 
@@ -83,7 +91,8 @@ def run(env: BenchEnvironment, pending: int, history: int, rounds: int) -> dict[
     """Each variant ``rounds`` times, the order rotating (the report shows the mean rate)."""
     drains: dict[str, list[dict[str, Any]]] = {variant: [] for variant in VARIANTS}
     for number in range(rounds):
-        order = VARIANTS[number % 3 :] + VARIANTS[: number % 3]
+        turn = number % len(VARIANTS)
+        order = VARIANTS[turn:] + VARIANTS[:turn]
         for variant in order:
             url = env.sqlite_url(f"aged-{variant}-{number}")
             _prepare(url, variant, pending, history)

@@ -12,6 +12,7 @@ index serves it whenever one serves the store.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Any
 
@@ -182,10 +183,17 @@ class HandwrittenSqlite:
             _SQLITE_CLAIM, (stamp, claimer, stamp, table, table, limit)
         ).fetchall()
 
-    def claim_partial(self, limit: int, claimer: str) -> list[tuple[str, Any]]:
-        """Claim from the ``jobs`` queue through :data:`SQLITE_PARTIAL_INDEX`."""
+    def claim_partial(
+        self, limit: int, claimer: str, *, decode: bool = False
+    ) -> list[tuple[str, Any]]:
+        """Claim from the ``jobs`` queue through :data:`SQLITE_PARTIAL_INDEX`.
+
+        ``decode``: values as Python objects (``json.loads`` per row), as the
+        store returns them and psycopg returns ``jsonb``; else their JSON text.
+        """
         stamp = timestamp_now()
-        return self.conn.execute(_SQLITE_CLAIM_PARTIAL, (stamp, claimer, stamp, limit)).fetchall()
+        rows = self.conn.execute(_SQLITE_CLAIM_PARTIAL, (stamp, claimer, stamp, limit)).fetchall()
+        return [(key, json.loads(value)) for key, value in rows] if decode else rows
 
     def close(self) -> None:
         self.conn.close()

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from airflow_atomic_store.exceptions import SpecError
 from airflow_atomic_store.spec.items import item_path, spec_items
+from airflow_atomic_store.spec.memo import Memo
 from airflow_atomic_store.spec.operators import OPERATORS, Operator, lookup
 from airflow_atomic_store.spec.paths import FieldPath, resolve
 from airflow_atomic_store.spec.values import check_json
@@ -44,8 +45,14 @@ def parse_where(where: Any, *, field: str = "where") -> tuple[Condition, ...]:
 
     ``None`` or an empty list means "every row". A single mapping is accepted
     as a one-condition list because that is what a hand-written spec for one
-    guard usually looks like.
+    guard usually looks like. An equal spec parsed before is not parsed again
+    (``spec/memo.py``).
     """
+    result: tuple[Condition, ...] = _REMEMBERED(where, field)
+    return result
+
+
+def _parse_where(where: Any, *, field: str) -> tuple[Condition, ...]:
     items = spec_items(where, field, "conditions")
     conditions = tuple(_parse_condition(item, f"{field}[{i}]") for i, item in enumerate(items))
     if len(conditions) > MAX_CONDITIONS:
@@ -53,6 +60,9 @@ def parse_where(where: Any, *, field: str = "where") -> tuple[Condition, ...]:
             field, f"at most {MAX_CONDITIONS} conditions are supported, got {len(conditions)}"
         )
     return conditions
+
+
+_REMEMBERED = Memo(_parse_where)
 
 
 def _parse_condition(item: Any, field: str) -> Condition:

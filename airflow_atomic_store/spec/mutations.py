@@ -15,6 +15,7 @@ from typing import Any
 
 from airflow_atomic_store.exceptions import MutationError, SpecError
 from airflow_atomic_store.spec.items import item_path, spec_items
+from airflow_atomic_store.spec.memo import Memo
 from airflow_atomic_store.spec.paths import MISSING, FieldPath, resolve
 from airflow_atomic_store.spec.values import INT_MAX, INT_MIN, check_json, is_number, json_type
 
@@ -85,9 +86,17 @@ OPERATIONS: dict[str, Operation] = {
 
 
 def parse_mutations(mutations: Any, *, field: str = "mutations") -> tuple[Mutation, ...]:
-    """Parse a list of ``{field, operation, value}`` mutations."""
+    """Parse a list of ``{field, operation, value}`` mutations (once per spec: ``spec/memo.py``)."""
+    result: tuple[Mutation, ...] = _REMEMBERED(mutations, field)
+    return result
+
+
+def _parse_mutations(mutations: Any, *, field: str) -> tuple[Mutation, ...]:
     items = spec_items(mutations, field, "mutations")
     return tuple(_parse_mutation(item, f"{field}[{i}]") for i, item in enumerate(items))
+
+
+_REMEMBERED = Memo(_parse_mutations)
 
 
 def _parse_mutation(item: Any, field: str) -> Mutation:

@@ -8,8 +8,9 @@ opened lazily on the first valid call).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
+from functools import lru_cache
 from types import TracebackType
 from typing import Any
 
@@ -33,6 +34,7 @@ from airflow_atomic_store.spec import (
     project,
 )
 from airflow_atomic_store.spec.claim_sets import parse_claim_set
+from airflow_atomic_store.spec.memo import Memo
 from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE, Backend, ClaimSetGone
 from airflow_atomic_store.store.claim_sets import ClaimSetCatalog
 from airflow_atomic_store.store.receipts import (
@@ -73,20 +75,31 @@ _BACKENDS.update({"sqlite": _sqlite, "postgresql": _postgres, "postgres": _postg
 
 
 _CLAIM_PATHS = {name: parse_path(name, field=name) for name in ("status", "claimedAt", "claimedBy")}
+_IN_FLIGHT = Mutation(_CLAIM_PATHS["status"], "set", "in_flight")
+#: The fields the default mutations write (the automatic claimable set's test).
+_DEFAULT_WRITTEN = frozenset(_CLAIM_PATHS)
 
 
-def default_claim_mutations(execution_id: str) -> tuple[Mutation, ...]:
+@lru_cache(maxsize=256)
+def _claimed_by(execution_id: str) -> Mutation:
+    return Mutation(_CLAIM_PATHS["claimedBy"], "set", execution_id)
+
+
+def default_claim_mutations(execution_id: str, *, reused_id: bool = False) -> tuple[Mutation, ...]:
     """status → in_flight, claimedAt → now, claimedBy → the execution id.
 
     Built on paths parsed once: this runs on every claim, and re-parsing three
-    fixed mutations was most of a claim's Python time (docs/benchmarks.md).
+    fixed mutations was most of a claim's Python time (docs/benchmarks.md);
+    only ``claimedAt`` is new per call, and with ``reused_id`` (an id the
+    caller passes on every call) the ``claimedBy`` mutation is remembered.
     The caller has validated ``execution_id`` (a non-empty, storable string).
     """
-    return (
-        Mutation(_CLAIM_PATHS["status"], "set", "in_flight"),
-        Mutation(_CLAIM_PATHS["claimedAt"], "set", timestamps.now()),
-        Mutation(_CLAIM_PATHS["claimedBy"], "set", execution_id),
+    by = (
+        _claimed_by(execution_id)
+        if reused_id
+        else Mutation(_CLAIM_PATHS["claimedBy"], "set", execution_id)
     )
+    return (_IN_FLIGHT, Mutation(_CLAIM_PATHS["claimedAt"], "set", timestamps.now()), by)
 
 
 class AtomicStore:
@@ -271,11 +284,9 @@ class AtomicStore:
         With ``idempotency_key`` a repeated call claims nothing more and returns
         the batch the first call claimed.
         """
-        table = parse_table(table)
-        conditions, mode = parse_where(where), parse_match(match)
-        ordering = parse_ordering(order_by, direction)
-        count = parse_limit(limit, CLAIM_LIMIT)
-        fields = parse_return_fields(return_fields)
+        table, conditions, mode, ordering, count, fields = _claim_options(
+            (table, where, match, order_by, direction, limit, return_fields), "claim"
+        )
         if mutations is None:
             if execution_id is not None:
                 if not isinstance(execution_id, str) or not execution_id:
@@ -283,11 +294,14 @@ class AtomicStore:
                         "execution_id", f"must be a non-empty string, got {execution_id!r}"
                     )
                 check_text(execution_id, "execution_id", "execution ids")
-            parsed = default_claim_mutations(execution_id or f"claim-{uuid.uuid4()}")
+                parsed = default_claim_mutations(execution_id, reused_id=True)
+            else:
+                parsed = default_claim_mutations(f"claim-{uuid.uuid4()}")
+            written: Collection[str] = _DEFAULT_WRITTEN
         else:
             parsed = _required_mutations(mutations, "mutations")
+            written = {mutation.path.top_level for mutation in parsed}
         receipt = self._receipt(idempotency_key, "claim", table, "")
-        written = {mutation.path.top_level for mutation in parsed}
         chosen = self._claim_sets.for_claim(
             table, conditions, mode, ordering.column, written=written, may_declare=True
         )
@@ -299,7 +313,11 @@ class AtomicStore:
         except ClaimSetGone:  # dropped by another process since this one listed it
             self._claim_sets.forget(table)
             rows, replayed = self._backend.claim(*arguments, None, receipt)
-        claimed = [{"key": key, "value": project(value, fields)} for key, value in rows]
+        claimed: list[dict[str, Any]]
+        if fields is None:
+            claimed = [{"key": key, "value": value} for key, value in rows]
+        else:
+            claimed = [{"key": key, "value": project(value, fields)} for key, value in rows]
         return _with_replayed({"claimed": claimed, "count": len(claimed)}, receipt, replayed)
 
     def atomic_upsert(
@@ -449,6 +467,23 @@ def _with_replayed(
     if receipt is not None:
         result["replayed"] = replayed
     return result
+
+
+def _parse_claim_options(raw: tuple[Any, ...], *, field: str) -> tuple[Any, ...]:
+    """``atomic_claim``'s options but the mutations, parsed in the order errors are reported."""
+    table, where, match, order_by, direction, limit, return_fields = raw
+    return (
+        parse_table(table),
+        parse_where(where),
+        parse_match(match),
+        parse_ordering(order_by, direction),
+        parse_limit(limit, CLAIM_LIMIT),
+        parse_return_fields(return_fields),
+    )
+
+
+#: A dispatcher claims with the same options on every call: parsed once (``spec/memo.py``).
+_claim_options = Memo(_parse_claim_options)
 
 
 def _required_mutations(mutations: Any, field: str) -> tuple[Mutation, ...]:

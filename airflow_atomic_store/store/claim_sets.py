@@ -18,6 +18,7 @@ from airflow_atomic_store.spec import Condition
 from airflow_atomic_store.spec.claim_sets import (
     ClaimSet,
     automatic_claim_set,
+    condition_key,
     covered_conditions,
     parse_claim_set,
 )
@@ -37,6 +38,8 @@ AUTOMATIC_SETS_PER_TABLE = 4
 AUTOMATIC_BUILD_SECONDS = 30.0
 #: How long a process trusts its list of a table's sets when none serves a claim.
 REFRESH_SECONDS = 10.0
+#: Most filters per table whose chosen set a process remembers (``ClaimSetCatalog._best``).
+MAX_REMEMBERED_CHOICES = 256
 #: How long a process waits before trying again to declare a set it could not build.
 RETRY_SECONDS = 60.0
 
@@ -119,6 +122,8 @@ class ClaimSetCatalog:
         self._storage = storage
         self._automatic = automatic
         self._sets: dict[str, list[StoredSet]] = {}
+        #: ``_best``'s answers for the sets in ``_sets``, by table; dropped with them.
+        self._choices: dict[str, dict[tuple[Any, ...], ChosenSet | None]] = {}
         self._checked: dict[str, float] = {}
         self._attempted: dict[str, float] = {}
         self._record_index_ready = False
@@ -138,12 +143,19 @@ class ClaimSetCatalog:
     def drop(self, name: str) -> bool:
         dropped = self._storage.drop_claim_set(name)
         self._sets.clear()
+        self._choices.clear()
         self._checked.clear()
         return dropped
 
     def forget(self, table: str) -> None:
         self._sets.pop(table, None)
+        self._choices.pop(table, None)
         self._checked.pop(table, None)
+
+    def _reload(self, table: str, now: float) -> None:
+        self._checked[table] = now
+        self._sets[table] = self._storage.load_claim_sets(table)
+        self._choices.pop(table, None)
 
     def ensure_record_order(self) -> None:
         """Build the ``record_timestamp`` index once something orders by it (see ``SetStorage``)."""
@@ -171,8 +183,7 @@ class ClaimSetCatalog:
             return chosen
         now = time.monotonic()
         if now - self._checked.get(table, float("-inf")) >= REFRESH_SECONDS:
-            self._checked[table] = now
-            self._sets[table] = self._storage.load_claim_sets(table)
+            self._reload(table, now)
             chosen = self._best(table, conditions, match, column)
         if chosen is not None or not (self._automatic and may_declare):
             return chosen
@@ -199,11 +210,31 @@ class ClaimSetCatalog:
                 table,
                 built.claim_set.to_json()["where"],
             )
-        self._checked[table] = now
-        self._sets[table] = self._storage.load_claim_sets(table)
+        self._reload(table, now)
         return self._best(table, conditions, match, column)
 
     def _best(
+        self, table: str, conditions: Sequence[Condition], match: str, column: OrderColumn
+    ) -> ChosenSet | None:
+        """The best ready set in this process's list, remembered until the list is replaced.
+
+        The answer depends only on the list and on the conditions' planner
+        identities (``condition_key``: path, operator, canonical value text),
+        so an equal filter gets the same answer without matching every set again.
+        """
+        choices = self._choices.setdefault(table, {})
+        key = (tuple(condition_key(c) for c in conditions), match, column)
+        try:
+            return choices[key]
+        except KeyError:
+            pass
+        chosen = self._match(table, conditions, match, column)
+        if len(choices) >= MAX_REMEMBERED_CHOICES:
+            choices.clear()
+        choices[key] = chosen
+        return chosen
+
+    def _match(
         self, table: str, conditions: Sequence[Condition], match: str, column: OrderColumn
     ) -> ChosenSet | None:
         best: tuple[tuple[int, bool], ChosenSet] | None = None

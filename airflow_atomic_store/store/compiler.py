@@ -117,12 +117,24 @@ class CompiledWhere:
         ]
 
 
+#: Compiled ``where`` objects a compiler keeps by identity (``WhereCompiler.compile``).
+_MAX_RECENT = 256
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    conditions: Sequence[Condition]
+    sql: str
+    params: tuple[Any, ...]
+
+
 class WhereCompiler:
     """Compiles ``where`` specs for one dialect, caching by shape."""
 
     def __init__(self, dialect: WhereDialect) -> None:
         self._dialect = dialect
         self.compile_shape = lru_cache(maxsize=1024)(self._compile_shape)
+        self._recent: dict[tuple[int, str, Collection[int]], _Compiled] = {}
 
     def compile(
         self, conditions: Sequence[Condition], match: str, inline: Collection[int] = ()
@@ -130,9 +142,23 @@ class WhereCompiler:
         """SQL for the conditions and the bound parameters for their values.
 
         The conditions at the positions in ``inline`` are written as literals.
+        An equal ``where`` spec parses to the same tuple (``spec/memo.py``), so
+        a repeated call finds its SQL and parameters by that object without
+        computing the shape again; the entry holds the object, so its id is not
+        reused while the entry lives.
         """
+        if not isinstance(inline, (frozenset, tuple)):
+            inline = frozenset(inline)
+        key = (id(conditions), match, inline)
+        known = self._recent.get(key)
+        if known is not None and known.conditions is conditions:
+            return known.sql, list(known.params)
         compiled = self.compile_shape(where_shape(conditions, match, inline))
-        return compiled.sql, compiled.bind(conditions)
+        params = compiled.bind(conditions)
+        if len(self._recent) >= _MAX_RECENT:
+            self._recent.clear()
+        self._recent[key] = _Compiled(conditions, compiled.sql, tuple(params))
+        return compiled.sql, params
 
     def literal_predicate(self, conditions: Sequence[Condition], match: str, root: str) -> str:
         """Every condition as literals over the ``root`` column: a partial index's predicate."""

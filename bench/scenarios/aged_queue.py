@@ -115,9 +115,10 @@ def _vs(result: dict[str, Any], base: dict[str, Any]) -> str:
     return f"{result['rate'] / base['rate']:.2f}x" if base["rate"] else "-"
 
 
-def sqlite_rate(data: dict[str, Any], variant: str) -> float:
+def sqlite_rate(data: dict[str, Any], variant: str, measure: str = "rate") -> float:
+    """Mean rows/s of a SQLite variant's drains (``cpu_rate``: rows per CPU second)."""
     drains = data["sqlite"]["drains"][variant]
-    return sum(d["rate"] for d in drains) / len(drains)
+    return sum(d[measure] for d in drains) / len(drains)
 
 
 def section(data: dict[str, Any]) -> str:
@@ -278,15 +279,20 @@ def _sqlite_table(data: dict[str, Any]) -> list[str]:
     labels = {
         "recipe": "store, recipe (first claim declares the set)",
         "declared": "store, declared set",
-        "sql": "sqlite3, hand-made partial index (`INDEXED BY`)",
+        "sql": "sqlite3, hand-made partial index (`INDEXED BY`), JSON text",
+        "sql-decoded": "the same, values decoded (`json.loads` per row)",
     }
+    variants = [v for v in aged_sqlite.VARIANTS if v in sq["drains"]]
+    timed_cpu = all("cpu_rate" in d for v in variants for d in sq["drains"][v])
+    cpu_hand = sqlite_rate(data, "sql", "cpu_rate") if timed_cpu else 0.0
     return [
         f"**SQLite, one process**, {sq['pending']:,} pending over {sq['history']:,} done rows, "
         f"batch {sq['batch']}, mean of {len(sq['drains']['sql'])} drain(s) per variant "
         "(order rotating):",
         "",
         *table(
-            ["drain", "rows/s", "first claim ms", "÷ hand-written"],
+            ["drain", "rows/s", "first claim ms", "÷ hand-written"]
+            + (["rows per CPU second", "CPU ÷ hand-written"] if timed_cpu else []),
             [
                 [
                     labels[v],
@@ -294,7 +300,15 @@ def _sqlite_table(data: dict[str, Any]) -> list[str]:
                     f"{max(d['first_ms'] for d in sq['drains'][v]):.0f}",
                     ratio(sqlite_rate(data, v), hand),
                 ]
-                for v in aged_sqlite.VARIANTS
+                + (
+                    [
+                        f"{sqlite_rate(data, v, 'cpu_rate'):,.0f}",
+                        ratio(sqlite_rate(data, v, "cpu_rate"), cpu_hand),
+                    ]
+                    if timed_cpu
+                    else []
+                )
+                for v in variants
             ],
         ),
     ]

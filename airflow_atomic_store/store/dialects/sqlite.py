@@ -48,6 +48,8 @@ from airflow_atomic_store.store.receipts import Receipt
 from airflow_atomic_store.store.snapshot import Snapshot
 
 DEFAULT_BUSY_TIMEOUT = 60.0
+#: Compiled selections a backend keeps (``SqliteBackend._compile_select``).
+_MAX_COMPILED = 256
 _NOTHING: Any = object()
 
 _SCHEMA = """
@@ -167,6 +169,19 @@ def _is_transient(exc: sqlite3.OperationalError) -> bool:
     return any(text in str(exc).lower() for text in _TRANSIENT_MESSAGES)
 
 
+def _decoded(rows: Sequence[tuple[str, str]]) -> list[Row]:
+    """``(key, JSON text)`` rows with their values decoded, in one ``json.loads``.
+
+    Every stored value is one JSON document the store wrote, so a batch joined
+    into one array decodes to the same values; one call instead of one per row
+    was about a third of the decoding time of a claim of 10.
+    """
+    if len(rows) < 2:
+        return [(key, json.loads(value)) for key, value in rows]
+    values = json.loads("[" + ",".join([value for _, value in rows]) + "]")
+    return [(row[0], value) for row, value in zip(rows, values, strict=True)]
+
+
 def path_from_url(url: str) -> str:
     """``sqlite:////abs/path.db`` → ``/abs/path.db``; ``sqlite:///rel.db`` → ``rel.db``."""
     path = url.split("://", 1)[1]
@@ -188,6 +203,8 @@ class SqliteBackend:
         self._lock = threading.RLock()
         self._where = WhereCompiler(SqliteWhere())
         self._statement = lru_cache(maxsize=512)(self._build_statement)
+        #: ``_compile_select``'s results by the parsed ``where`` object (see there).
+        self._compiled: dict[tuple[Any, ...], tuple[Sequence[Condition], str, tuple[Any, ...]]] = {}
 
     def _open(self) -> sqlite3.Connection:
         parent = Path(self._path).parent
@@ -401,7 +418,34 @@ class SqliteBackend:
         """The selection and its parameters but the limit; with a set, through its index.
 
         ``mutation`` (a json_set) fills the claim statements that select in a subquery.
+        A parsed ``where`` is one object per equal spec (``spec/memo.py``), so a
+        repeated claim finds its statement and parameters by that object: the
+        entry holds it, so its id cannot be reused while the entry lives, and
+        everything else the statement depends on (the table, the chosen set and
+        its inlined conditions, the order, the mutation) is in the key.
         """
+        key = (kind, table, id(where), match, ordering, claim_set, mutation)
+        known = self._compiled.get(key)
+        if known is not None and known[0] is where:
+            return known[1], list(known[2])
+        statement, params = self._compile_select_anew(
+            kind, table, where, match, ordering, claim_set, mutation
+        )
+        if len(self._compiled) >= _MAX_COMPILED:
+            self._compiled.clear()
+        self._compiled[key] = (where, statement, tuple(params))
+        return statement, params
+
+    def _compile_select_anew(
+        self,
+        kind: str,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        claim_set: ChosenSet | None,
+        mutation: str,
+    ) -> tuple[str, list[Any]]:
         if claim_set is None:
             where_sql, params = self._where.compile(where, match)
             statement = self._statement(kind, where_sql, order_sql(ordering), mutation=mutation)
@@ -444,7 +488,7 @@ class SqliteBackend:
     ) -> list[Row]:
         statement, params = self._compile_select("select", table, where, match, ordering, claim_set)
         rows = self._fetch(connection, statement, (*params, limit), claim_set)
-        return [(key, json.loads(value)) for key, value in rows]
+        return _decoded(rows)
 
     def explain_claim(
         self,
@@ -577,7 +621,7 @@ class SqliteBackend:
                 "claim_update", table, where, match, ordering, claim_set, mutation
             )
             rows = self._fetch(connection, statement, (*head, *params, limit), claim_set)
-            return [(key, json.loads(value)) for key, value in in_claim_order(rows, ordering)]
+            return _decoded(in_claim_order(rows, ordering))
         statement, params = self._compile_select("pick", table, where, match, ordering, claim_set)
         picked = [row[0] for row in self._fetch(connection, statement, (*params, limit), claim_set)]
         if not picked:
@@ -587,7 +631,7 @@ class SqliteBackend:
             self._statement("update_picked", mutation=mutation), (*head, dumps(picked))
         ).fetchall()
         rows.sort(key=lambda row: position[row[0]])
-        return [(key, json.loads(value)) for _, key, value in rows]
+        return _decoded([(key, value) for _, key, value in rows])
 
     def upsert(
         self,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 from airflow_atomic_store.spec import Mutation, Ordering
@@ -24,14 +25,23 @@ from airflow_atomic_store.spec.values import dumps
 from airflow_atomic_store.store.dialects.sqlite_where import json_path, literal
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_COLUMN_THEN_KEY = itemgetter(2, 0)
 
 
 def plain_fields(mutations: Sequence[Mutation]) -> tuple[str, ...] | None:
-    """The fields set, in order, when every mutation sets a top-level plain-named field."""
+    """The fields set, in order, when every mutation sets a top-level plain-named field.
+
+    Decided once per shape (operations and paths): a claim's default mutations
+    differ in their values only.
+    """
+    return _plain_fields(tuple((m.operation, m.path.segments) for m in mutations))
+
+
+@lru_cache(maxsize=1024)
+def _plain_fields(shape: tuple[tuple[str, tuple[Any, ...]], ...]) -> tuple[str, ...] | None:
     fields = []
-    for mutation in mutations:
-        segments = mutation.path.segments
-        if mutation.operation != "set" or len(segments) != 1:
+    for operation, segments in shape:
+        if operation != "set" or len(segments) != 1:
             return None
         (name,) = segments
         if not isinstance(name, str) or not _PLAIN_NAME.fullmatch(name):
@@ -64,5 +74,5 @@ def in_claim_order(
     key)`` is a total order; Python compares ``str`` by code point, which is
     SQLite's ``BINARY`` order on UTF-8 text.
     """
-    ordered = sorted(rows, key=lambda row: (row[2], row[0]), reverse=ordering.direction == "desc")
+    ordered = sorted(rows, key=_COLUMN_THEN_KEY, reverse=ordering.direction == "desc")
     return [(key, value) for key, value, _ in ordered]
