@@ -52,6 +52,8 @@ def api_app(airflow_db: None) -> Iterator[Any]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "test-secret-" + "x" * 64)
         patch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "op:op,viewer:viewer")
+        # 3.0 signs tokens with issuer None unless one is set; today's PyJWT refuses that.
+        patch.setenv("AIRFLOW__API_AUTH__JWT_ISSUER", "airflow-atomic-store-tests")
         from airflow.api_fastapi.app import create_app, purge_cached_app
 
         app = create_app()
