@@ -34,6 +34,7 @@ from airflow_atomic_store.spec import (
 from airflow_atomic_store.spec.claim_sets import parse_claim_set
 from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE, Backend, ClaimSetGone
 from airflow_atomic_store.store.claim_sets import ClaimSetCatalog
+from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, parse_notify
 from airflow_atomic_store.store.receipts import (
     DEFAULT_RETENTION_SECONDS,
     PURGE_BATCH,
@@ -53,6 +54,7 @@ def _sqlite(url: str, **options: Any) -> Backend:
 
     options.pop("lock_timeout", None)
     options.pop("statement_timeout", None)
+    options.pop("notify", None)  # SQLite has no notifications: its triggers poll
     return SqliteBackend(path_from_url(url), **options)
 
 
@@ -105,6 +107,10 @@ class AtomicStore:
         grows (see :meth:`ensure_claim_index` and docs/backends.md).
     :param receipt_retention: seconds an idempotency receipt is kept (default 7
         days); within it, a call repeated with the same key replays its result.
+    :param notify: PostgreSQL only: which writes ``pg_notify`` their table's channel
+        in the same statement, so that a ``ClaimableRowsTrigger`` wakes at once:
+        ``"writes"`` (put, update, upsert; the default), ``"all"`` (claims too) or
+        ``"off"`` (triggers then rely on their poll). See docs/backends.md.
     """
 
     def __init__(
@@ -117,6 +123,7 @@ class AtomicStore:
         busy_timeout: float | None = None,
         auto_claim_sets: bool = True,
         receipt_retention: float = DEFAULT_RETENTION_SECONDS,
+        notify: str = DEFAULT_NOTIFY,
     ) -> None:
         scheme = url.split("://", 1)[0].split("+", 1)[0] if "://" in url else ""
         factory = _BACKENDS.get(scheme)
@@ -129,6 +136,7 @@ class AtomicStore:
             "storage_table": storage_table,
             "lock_timeout": lock_timeout,
             "statement_timeout": statement_timeout,
+            "notify": parse_notify(notify),
         }
         if busy_timeout is not None:
             options["busy_timeout"] = busy_timeout
@@ -166,6 +174,7 @@ class AtomicStore:
         auto_claim_sets: bool = True,
         receipt_retention: float = DEFAULT_RETENTION_SECONDS,
         secrets: Sequence[str] = (),
+        notify: str = DEFAULT_NOTIFY,
     ) -> AtomicStore:
         """A PostgreSQL store whose connections come from ``connect()``.
 
@@ -184,6 +193,7 @@ class AtomicStore:
                 lock_timeout=lock_timeout,
                 statement_timeout=statement_timeout,
                 secrets=tuple(secret for secret in secrets if secret),
+                notify=parse_notify(notify),
             ),
             auto_claim_sets=auto_claim_sets,
             receipt_retention=receipt_retention,
@@ -218,6 +228,34 @@ class AtomicStore:
             self._claim_sets.ensure_record_order()
         rows = self._backend.query(table, conditions, mode, ordering, count)
         return [{"key": key, "value": value} for key, value in rows]
+
+    def count(
+        self,
+        table: str,
+        where: Any = None,
+        match: str = "all",
+        *,
+        at_most: int = 1000,
+    ) -> int:
+        """How many rows of ``table`` match ``where``, counting at most ``at_most``.
+
+        What a trigger asks before waking a dispatcher ("is there work?"): capped, so
+        it never walks a whole queue, and through the claimable set that a claim
+        with the same filter would use, so it skips the rows already consumed.
+        Nothing is locked or claimed.
+        """
+        table = parse_table(table)
+        conditions, mode = parse_where(where), parse_match(match)
+        cap = parse_limit(at_most, QUERY_LIMIT, field="at_most")
+        ordering = parse_ordering("createdAt", "asc")
+        chosen = self._claim_sets.for_claim(
+            table, conditions, mode, ordering.column, may_declare=False
+        )
+        try:
+            return self._backend.count(table, conditions, mode, ordering, cap, chosen)
+        except ClaimSetGone:
+            self._claim_sets.forget(table)
+            return self._backend.count(table, conditions, mode, ordering, cap)
 
     # -- atomic primitives ---------------------------------------------------
 

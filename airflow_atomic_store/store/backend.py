@@ -51,6 +51,22 @@ class Backend(SetStorage, Protocol):
         limit: int,
     ) -> list[Row]: ...
 
+    def count(
+        self,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        limit: int,
+        claim_set: ChosenSet | None = None,
+    ) -> int:
+        """How many rows match, counting at most ``limit`` (never scans past them).
+
+        Takes no lock: a row counted here may be claimed by someone else next.
+        May raise :class:`ClaimSetGone`.
+        """
+        ...
+
     def update(
         self,
         table: str,

@@ -106,6 +106,8 @@ _STATEMENTS = {
         "SELECT r.value FROM {table} AS r WHERE r.table_name = ? AND r.key = ? AND {where}"
     ),
     "select": _SELECT,
+    # Capped: a trigger asks whether work is there, it never claims it.
+    "count": f"SELECT count(*) FROM ({_PICK})",
     # The fast paths (store/dialects/sqlite_mutations.py): ``{mutation}`` is a json_set.
     "claim_update": (
         "UPDATE {table} SET value = {mutation}, record_timestamp = ? "
@@ -438,6 +440,20 @@ class SqliteBackend:
         statement, params = self._compile_select("select", table, where, match, ordering, claim_set)
         rows = self._fetch(connection, statement, (*params, limit), claim_set)
         return [(key, json.loads(value)) for key, value in rows]
+
+    def count(
+        self,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        limit: int,
+        claim_set: ChosenSet | None = None,
+    ) -> int:
+        statement, params = self._compile_select("count", table, where, match, ordering, claim_set)
+        with self._transaction(write=False) as connection:
+            rows = self._fetch(connection, statement, (*params, limit), claim_set)
+        return int(rows[0][0]) if rows else 0
 
     def explain_claim(
         self,
