@@ -244,6 +244,22 @@ class AtomicStore:
         with the same filter would use, so it skips the rows already consumed.
         Nothing is locked or claimed.
         """
+        return int(self.backlog(table, where, match, at_most=at_most)["count"])
+
+    def backlog(
+        self,
+        table: str,
+        where: Any = None,
+        match: str = "all",
+        *,
+        at_most: int = 1000,
+    ) -> dict[str, Any]:
+        """``{"count": n, "first": key}``: :meth:`count`, and the key a FIFO claim takes next.
+
+        ``first`` is None when nothing matches. A trigger compares it between
+        counts: a different first key means the queue's head was consumed, even
+        if as many rows arrived meanwhile and the count did not move.
+        """
         table = parse_table(table)
         conditions, mode = parse_where(where), parse_match(match)
         cap = parse_limit(at_most, QUERY_LIMIT, field="at_most")
@@ -252,10 +268,11 @@ class AtomicStore:
             table, conditions, mode, ordering.column, may_declare=False
         )
         try:
-            return self._backend.count(table, conditions, mode, ordering, cap, chosen)
+            count, first = self._backend.count(table, conditions, mode, ordering, cap, chosen)
         except ClaimSetGone:
             self._claim_sets.forget(table)
-            return self._backend.count(table, conditions, mode, ordering, cap)
+            count, first = self._backend.count(table, conditions, mode, ordering, cap)
+        return {"count": count, "first": first}
 
     # -- atomic primitives ---------------------------------------------------
 

@@ -59,11 +59,13 @@ class Backend(SetStorage, Protocol):
         ordering: Ordering,
         limit: int,
         claim_set: ChosenSet | None = None,
-    ) -> int:
-        """How many rows match, counting at most ``limit`` (never scans past them).
+    ) -> tuple[int, str | None]:
+        """How many rows match, counting at most ``limit``, and the first one's key.
 
-        Takes no lock: a row counted here may be claimed by someone else next.
-        May raise :class:`ClaimSetGone`.
+        The first in ``ordering`` (a claim's order): a trigger tells by it that the
+        head of a queue was consumed even when the count stayed the same. Takes no
+        lock: a row counted here may be claimed by someone else next. May raise
+        :class:`ClaimSetGone`.
         """
         ...
 

@@ -58,7 +58,7 @@ class ClaimWaitTrigger(BaseTrigger):
         if self._deadline_at is not None:
             deadline = time.monotonic() + max(0.0, self._deadline_at - time.time())
         async with aclosing(counts(watch, self.log, deadline=deadline)) as stream:
-            async for count in stream:
+            async for count, _ in stream:
                 if count >= watch.min_rows:
                     yield self._event("rows", count)
                     return

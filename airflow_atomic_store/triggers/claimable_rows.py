@@ -9,9 +9,13 @@ The trigger fires when it is *armed* and at least ``min_rows`` rows match, and i
 then disarmed. It re-arms when the runs it caused have visibly drained work:
 
 * the count falls below ``min_rows`` (the queue is drained: the next row fires at once);
-* or the count falls below the highest count seen since it fired (someone claimed:
-  the rows still matching are the ones that run did not take, arrivals after its
-  claim or beyond its ``limit``, so it fires again for them at once);
+* or the queue's head moved: the row a FIFO claim takes next is another one than
+  when it fired (the run claimed; the rows still matching are ones it did not
+  take, arrivals after its claim or beyond its ``limit``, so it fires again for
+  them at once). The head tells a claim apart from a quiet queue even when as
+  many rows arrived as were claimed, and without claims having to notify;
+* or the count falls below the highest count seen since it fired (rows left the
+  filter in another order than FIFO);
 * or ``rearm_after`` seconds pass with the count never falling (the run failed,
   or has not started): it fires again, once per ``rearm_after``.
 
@@ -49,28 +53,40 @@ class Arming:
 
     armed: bool = True
     peak: int = 0  # the highest count seen since the last event
+    head: str | None = None  # the first matching row's key when it fired
     fired_at: float = 0.0  # wall-clock seconds of the last event
 
     def after(
-        self, count: int, min_rows: int, now: float, rearm_after: float
+        self, count: int, head: str | None, min_rows: int, now: float, rearm_after: float
     ) -> tuple[Arming, bool]:
-        """The next state, and whether to fire, after a count of ``count`` at ``now``."""
+        """The next state, and whether to fire, after a count at ``now``."""
         if count < min_rows:
             return Arming(armed=True, peak=count), False
-        rearmed = self.armed or count < self.peak or now - self.fired_at >= rearm_after
-        if rearmed:
-            return Arming(armed=False, peak=count, fired_at=now), True
+        drained = count < self.peak or head != self.head
+        if self.armed or drained or now - self.fired_at >= rearm_after:
+            return Arming(armed=False, peak=count, head=head, fired_at=now), True
         return replace(self, peak=max(self.peak, count)), False
 
     def to_json(self) -> dict[str, Any]:
-        return {"armed": self.armed, "peak": self.peak, "fired_at": self.fired_at}
+        return {
+            "armed": self.armed,
+            "peak": self.peak,
+            "head": self.head,
+            "fired_at": self.fired_at,
+        }
 
     @classmethod
     def from_json(cls, data: Any) -> Arming:
         if not isinstance(data, Mapping):
             return cls()
         try:
-            return cls(bool(data["armed"]), int(data["peak"]), float(data["fired_at"]))
+            head = data["head"]
+            return cls(
+                bool(data["armed"]),
+                int(data["peak"]),
+                None if head is None else str(head),
+                float(data["fired_at"]),
+            )
         except (KeyError, TypeError, ValueError):
             return cls()
 
@@ -130,9 +146,9 @@ class ClaimableRowsTrigger(BaseEventTrigger):
         watch = self.watch
         state = await self._load()
         async with aclosing(counts(watch, self.log)) as stream:
-            async for count in stream:
+            async for count, head in stream:
                 now = time.time()
-                after, fire = state.after(count, watch.min_rows, now, self.rearm_after)
+                after, fire = state.after(count, head, watch.min_rows, now, self.rearm_after)
                 if after.armed != state.armed or fire:
                     await self._save(after)
                 state = after

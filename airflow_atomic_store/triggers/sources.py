@@ -47,7 +47,9 @@ class RowSource(Protocol):
         """Be ready to wake: called before the first count, so no write falls between."""
         ...
 
-    async def count(self) -> int: ...
+    async def count(self) -> tuple[int, str | None]:
+        """How many rows match (at most 1000), and the key a FIFO claim takes next."""
+        ...
 
     async def wait(self, timeout: float) -> None: ...
 
@@ -94,11 +96,12 @@ class PollingSource:
     async def start(self) -> None:
         return None
 
-    async def count(self) -> int:
+    async def count(self) -> tuple[int, str | None]:
         watch = self._watch
-        return await asyncio.to_thread(
-            self._store.count, watch.table, watch.where, watch.match, at_most=COUNT_CAP
+        backlog = await asyncio.to_thread(
+            self._store.backlog, watch.table, watch.where, watch.match, at_most=COUNT_CAP
         )
+        return backlog["count"], backlog["first"]
 
     async def wait(self, timeout: float) -> None:
         await asyncio.sleep(timeout)
@@ -131,8 +134,11 @@ class ListeningSource(PollingSource):
             await asyncio.sleep(timeout)  # no connection now: poll; the next wait retries
             return
         try:
+            woken = False
             async for _ in listener.notifies(timeout=timeout, stop_after=1):
-                # Fold a burst into one count: take what arrived just behind it.
+                woken = True
+            if woken:  # fold a burst into one count: take what arrived just behind it
+                # (not inside the loop above: each notifies() holds the connection's lock)
                 async for _ in listener.notifies(timeout=COALESCE_SECONDS):
                     pass
         except psycopg.Error as exc:

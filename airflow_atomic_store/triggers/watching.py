@@ -63,8 +63,8 @@ class WatchArguments:
 
 async def counts(
     watch: WatchArguments, log: Any, *, deadline: float | None = None
-) -> AsyncGenerator[int, None]:
-    """The matching rows' count now, then again after every wake-up, forever.
+) -> AsyncGenerator[tuple[int, str | None], None]:
+    """``(count, first key)`` of the matching rows now, then after every wake-up, forever.
 
     A database outage is waited out (one warning, then a count every
     ``poll_interval``): a trigger that raised would stop watching. Errors a retry
@@ -79,7 +79,7 @@ async def counts(
         outage = False
         while True:
             try:
-                count = await source.count()
+                backlog = await source.count()
             except StoreUnavailableError as exc:
                 if not outage:
                     log.warning(
@@ -93,7 +93,7 @@ async def counts(
             if outage:
                 log.info("atomic store reachable again")
                 outage = False
-            yield count
+            yield backlog
             await source.wait(_bounded(watch.poll_interval, deadline))
     finally:
         await source.close()

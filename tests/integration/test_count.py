@@ -46,3 +46,13 @@ def test_count_with_a_bad_cap_names_the_field(store: AtomicStore) -> None:
     with pytest.raises(SpecError) as raised:
         store.count("jobs", PENDING, at_most=0)
     assert raised.value.field == "at_most"
+
+
+def test_backlog_names_the_row_a_fifo_claim_takes_next(store: AtomicStore) -> None:
+    assert store.backlog("jobs", PENDING) == {"count": 0, "first": None}
+    for n in range(3):
+        store.put("jobs", f"p{n}", {"status": "pending"})
+    assert store.backlog("jobs", PENDING) == {"count": 3, "first": "p0"}
+    store.atomic_claim("jobs", where=PENDING, limit=1)
+    store.put("jobs", "p3", {"status": "pending"})
+    assert store.backlog("jobs", PENDING) == {"count": 3, "first": "p1"}

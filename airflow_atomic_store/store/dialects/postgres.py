@@ -381,13 +381,13 @@ class PostgresBackend:
         ordering: Ordering,
         limit: int,
         claim_set: ChosenSet | None = None,
-    ) -> int:
+    ) -> tuple[int, str | None]:
         statement, params = self._compile_pick(
             "count", table, where, match, ordering, limit, claim_set
         )
         with self._cursor() as cur:
             row = cur.execute(statement, params).fetchone()
-        return int(row[0]) if row else 0
+        return (int(row[0]), row[1]) if row else (0, None)
 
     def update(
         self,
@@ -720,8 +720,9 @@ _STATEMENTS = {
     "pick": _PICK,
     # Capped and unlocked: a trigger asks whether work is there, it never claims it.
     "count": (
-        "SELECT count(*) FROM (SELECT 1 FROM {table} AS r WHERE {table_filter} AND {where} "
-        "ORDER BY {order} LIMIT {limit}) AS matching"
+        "SELECT count(*), min(CASE WHEN n = 1 THEN key END) FROM (SELECT r.key, "
+        "row_number() OVER (ORDER BY {order}) AS n FROM {table} AS r "
+        "WHERE {table_filter} AND {where} ORDER BY {order} LIMIT {limit}) AS matching"
     ),
     "seed": f"WITH {_SEED} SELECT value, inserted FROM effect",
     "upsert": _UPSERT,

@@ -107,7 +107,11 @@ _STATEMENTS = {
     ),
     "select": _SELECT,
     # Capped: a trigger asks whether work is there, it never claims it.
-    "count": f"SELECT count(*) FROM ({_PICK})",
+    "count": (
+        "SELECT count(*), min(CASE WHEN n = 1 THEN key END) FROM (SELECT r.key, "
+        "row_number() OVER (ORDER BY {order}) AS n FROM {source} "
+        "WHERE {table_filter} AND {where} ORDER BY {order} LIMIT ?)"
+    ),
     # The fast paths (store/dialects/sqlite_mutations.py): ``{mutation}`` is a json_set.
     "claim_update": (
         "UPDATE {table} SET value = {mutation}, record_timestamp = ? "
@@ -449,11 +453,11 @@ class SqliteBackend:
         ordering: Ordering,
         limit: int,
         claim_set: ChosenSet | None = None,
-    ) -> int:
+    ) -> tuple[int, str | None]:
         statement, params = self._compile_select("count", table, where, match, ordering, claim_set)
         with self._transaction(write=False) as connection:
             rows = self._fetch(connection, statement, (*params, limit), claim_set)
-        return int(rows[0][0]) if rows else 0
+        return (int(rows[0][0]), rows[0][1]) if rows else (0, None)
 
     def explain_claim(
         self,
