@@ -107,7 +107,9 @@ class PollingSource:
         await asyncio.sleep(timeout)
 
     async def close(self) -> None:
-        await asyncio.to_thread(self._store.close)
+        # Closing sends one message and closes a socket: done inline, so a cancellation
+        # (the triggerer cancels a trigger it no longer needs) cannot leave it open.
+        self._store.close()
 
 
 class ListeningSource(PollingSource):
@@ -172,5 +174,7 @@ class ListeningSource(PollingSource):
             await listener.close()
 
     async def close(self) -> None:
-        await self._drop_listener()
-        await super().close()
+        try:
+            await super().close()
+        finally:
+            await self._drop_listener()
