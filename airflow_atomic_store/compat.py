@@ -9,6 +9,8 @@ then at the old one (checked against the 3.0.6, 3.1.8, 3.2.2 and 3.3.2 wheels):
 * ``AirflowNotFoundException``, ``AirflowFailException``: ``airflow.sdk.exceptions``
   from 3.2; before, ``airflow.exceptions``.
 * ``Stats``: ``airflow.sdk.observability.stats`` from 3.2; before, ``airflow.stats``.
+* ``aget_connection``: ``BaseHook.aget_connection`` where it exists, else the
+  synchronous lookup through ``asgiref.sync_to_async``.
 * ``PostgresHook``: the PostgreSQL provider's, connecting with psycopg 3 also on 3.0
   (where SQLAlchemy 1.4 would make it pick psycopg2); loaded on first use.
 * ``api_user``: the API server's dependency that resolves the signed-in user. From 3.1
@@ -89,6 +91,21 @@ else:
         from airflow.stats import Stats
 
 
+async def aget_connection(conn_id: str) -> Any:
+    """A connection, fetched without blocking the event loop (for triggers).
+
+    ``BaseHook.aget_connection`` where the line has it (3.3 has); before, the
+    synchronous lookup through ``asgiref``'s ``sync_to_async``, as Airflow's own
+    triggers did on those lines.
+    """
+    getter = getattr(BaseHook, "aget_connection", None)
+    if getter is not None:
+        return await getter(conn_id)
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(BaseHook.get_connection)(conn_id)
+
+
 def __getattr__(name: str) -> Any:
     # ``PostgresHook`` is built on first use: the PostgreSQL provider loads only when a
     # postgres connection is opened.
@@ -150,6 +167,7 @@ __all__ = [
     "PostgresHook",
     "SkipMixin",
     "Stats",
+    "aget_connection",
     "api_user",
     "check_airflow_version",
 ]

@@ -46,6 +46,15 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "triggers": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": [
+                    "airflow_atomic_store.triggers.claimable_rows",
+                    "airflow_atomic_store.triggers.claim_wait",
+                ],
+            }
+        ],
         "connection-types": _connection_types(),
         # ``airflow atomic-store …``: read by Airflow 3.2+, ignored before (airflow_atomic_store/cli).
         "cli": ["airflow_atomic_store.cli.airflow_commands.get_cli_commands"],

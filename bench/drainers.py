@@ -52,10 +52,11 @@ class StoreClaimer(_PendingCheck):
     """``AtomicStore.atomic_claim`` with its default mutations, as a DAG would call it."""
 
     auto_claim_sets = True
+    notify = "writes"  # the default: claims do not pg_notify
 
     def __init__(self, url: str, batch: int) -> None:
         super().__init__(url)
-        self.store = AtomicStore(url, auto_claim_sets=self.auto_claim_sets)
+        self.store = AtomicStore(url, auto_claim_sets=self.auto_claim_sets, notify=self.notify)
         self.store.get(QUEUE, "__warm-up__")
         self.batch, self.me = batch, f"bench-{os.getpid()}"
 
@@ -74,6 +75,12 @@ class UnassistedStoreClaimer(StoreClaimer):
     """The store with ``auto_claim_sets=False``: only the sets declared beforehand serve it."""
 
     auto_claim_sets = False
+
+
+class NotifyingStoreClaimer(StoreClaimer):
+    """The store with ``notify="all"``: every claim that took rows also ``pg_notify``s."""
+
+    notify = "all"
 
 
 class SqlClaimer(_PendingCheck):
@@ -139,6 +146,7 @@ class NaiveClaimer:
 CLAIMERS: dict[str, Any] = {
     "store": StoreClaimer,
     "store_unassisted": UnassistedStoreClaimer,
+    "store_notify_all": NotifyingStoreClaimer,
     "partial": PartialIndexClaimer,
     "sql": SqlClaimer,
     "naive": NaiveClaimer,

@@ -167,6 +167,12 @@ class AtomicStoreHook(BaseHook):
             idempotency_key=idempotency_key,
         )
 
+    def count(
+        self, table: str, where: Any = None, match: str = "all", *, at_most: int = 1000
+    ) -> int:
+        """How many rows match ``where``, at most ``at_most``; see ``AtomicStore.count``."""
+        return self.store.count(table, where, match, at_most=at_most)
+
     def get(self, table: str, key: str) -> dict[str, Any] | None:
         """The row's value, or None."""
         return self.store.get(table, key)
@@ -241,7 +247,7 @@ class AtomicStoreHook(BaseHook):
 
 
 #: Connection extras that configure the store itself (never passed to the database driver).
-STORE_EXTRAS = ("auto_claim_sets", "receipt_retention")
+STORE_EXTRAS = ("auto_claim_sets", "receipt_retention", "notify")
 
 
 def _open_store(conn_id: str, conn: Connection) -> AtomicStore:
@@ -275,6 +281,8 @@ def _store_options(conn_id: str, conn: Connection) -> dict[str, Any]:
         options["auto_claim_sets"] = value
     if "receipt_retention" in extras:  # seconds; the store validates it
         options["receipt_retention"] = extras["receipt_retention"]
+    if "notify" in extras:  # writes | all | off; the store validates it
+        options["notify"] = extras["notify"]
     return options
 
 
@@ -286,6 +294,36 @@ def _without_store_extras(conn: Connection) -> Connection:
     stripped = copy.deepcopy(conn)
     stripped.extra = json.dumps({k: v for k, v in extras.items() if k not in STORE_EXTRAS})
     return stripped
+
+
+def store_from_connection(conn_id: str, conn: Connection) -> AtomicStore:
+    """The store behind an already fetched connection (a trigger fetches it asynchronously)."""
+    return _open_store(conn_id, conn)
+
+
+def postgres_connect_args(conn_id: str, conn: Connection) -> dict[str, Any] | None:
+    """The keyword arguments the Postgres provider would connect with; None for SQLite.
+
+    A trigger opens its own asynchronous connection (``psycopg.AsyncConnection``) to
+    ``LISTEN``; taking the provider's arguments keeps the connection's extras (SSL,
+    IAM tokens, ``options``) in one place. May block (an IAM token): call it off the
+    event loop.
+    """
+    if (conn.conn_type or "").lower() not in ("postgres", "postgresql"):
+        return None
+    from airflow_atomic_store.compat import PostgresHook
+
+    captured: dict[str, Any] = {}
+
+    class _Arguments(PostgresHook):
+        def _create_connection(self, conn_args: dict[str, Any]) -> Any:
+            captured.update(conn_args)
+            return None
+
+    _Arguments(postgres_conn_id=conn_id, connection=_without_store_extras(conn)).get_conn()
+    for name in ("cursor_factory", "row_factory"):  # a "cursor" extra: rows are ours
+        captured.pop(name, None)
+    return captured
 
 
 def _postgres_connector(conn_id: str, conn: Connection) -> Callable[[], Any]:

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, XComArg
 
+from airflow_atomic_store import timestamps
+from airflow_atomic_store.exceptions import SpecError
 from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
 from airflow_atomic_store.operators.base import BaseAtomicOperator
+from airflow_atomic_store.spec.watch import parse_seconds
 from airflow_atomic_store.templating import AtomicNamespace
+
+#: The longest ``wait_timeout``: 30 days.
+_WAIT_BOUNDS = (0.0, 30 * 86_400.0)
+#: Airflow's own deferral timeout is the trigger's deadline plus this: it only
+#: fires when the triggerer could not deliver the trigger's timeout event.
+_DEFER_GRACE = timedelta(minutes=5)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -73,6 +83,20 @@ class AtomicClaimOperator(BaseAtomicOperator):
     :param return_fields: keep only these top-level fields of each value (templated).
     :param conn_id: connection id of the store (templated).
     :param short_circuit: skip every downstream task when nothing was claimed.
+    :param deferrable: when nothing is claimable, wait in the triggerer (no worker slot)
+        until a row matching ``where`` appears, then claim. Needs a running triggerer.
+    :param wait_timeout: with ``deferrable``, how long to wait (a ``timedelta`` or
+        seconds; None waits for ever). When it passes, the task claims once more and
+        returns what it got, usually the empty result (and short-circuits if asked).
+    :param poll_interval: with ``deferrable``, seconds between the waiting trigger's
+        counts (on PostgreSQL it also wakes at once on the store's writes).
+
+    **Deferral and idempotency.** The wait is part of one logical claim: the task
+    instance's idempotency key still makes it claim at most once, however often Airflow
+    runs it. Each claim attempt that found nothing is recorded under its own round
+    (``<key>``, ``<key>/wait-1``, ``<key>/wait-2``…); a retried task replays the rounds
+    that found nothing without waiting again, and stops at the round that claimed
+    (replaying its batch) or at the first round not yet run (claiming live).
     """
 
     primitive = "claim"
@@ -98,9 +122,25 @@ class AtomicClaimOperator(BaseAtomicOperator):
         order_by: str = "createdAt",
         direction: str = "asc",
         limit: int = 10,
+        deferrable: bool = False,
+        wait_timeout: timedelta | float | None = None,
+        poll_interval: float = 2.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if not isinstance(deferrable, bool):
+            raise SpecError("deferrable", f"must be true or false, got {deferrable!r}")
+        self.deferrable = deferrable
+        self.wait_timeout = (
+            None
+            if wait_timeout is None
+            else parse_seconds(wait_timeout, "wait_timeout", _WAIT_BOUNDS)
+        )
+        self.poll_interval = parse_seconds(poll_interval, "poll_interval")
+        # Set on resume from the triggerer (see resume_claim).
+        self._round = 0
+        self._deadline: str | None = None
+        self._waited_out = False
         self.where = where
         self.match = match
         self.mutations = mutations
@@ -109,6 +149,20 @@ class AtomicClaimOperator(BaseAtomicOperator):
         self.limit = limit
 
     def run_primitive(
+        self, hook: AtomicStoreHook, atomic: AtomicNamespace, idempotency_key: str | None
+    ) -> dict[str, Any]:
+        if not self.deferrable:
+            return self._claim(hook, atomic, idempotency_key)
+        while True:
+            result = self._claim(hook, atomic, _round_key(idempotency_key, self._round))
+            if result["count"] or self._waited_out or self._past_deadline():
+                return result
+            self._round += 1
+            if not result.get("replayed"):  # a live claim found nothing: wait for rows
+                self._defer()
+            # a replayed empty round: this task ran it before; go on to the next round
+
+    def _claim(
         self, hook: AtomicStoreHook, atomic: AtomicNamespace, idempotency_key: str | None
     ) -> dict[str, Any]:
         return hook.atomic_claim(
@@ -123,6 +177,59 @@ class AtomicClaimOperator(BaseAtomicOperator):
             execution_id=atomic.execution_id,
             idempotency_key=idempotency_key,
         )
+
+    # -- deferral ---------------------------------------------------------------------------
+
+    def _defer(self) -> None:
+        from airflow_atomic_store.triggers.claim_wait import ClaimWaitTrigger
+
+        if self._deadline is None and self.wait_timeout is not None:
+            self._deadline = timestamps.shifted(timedelta(seconds=self.wait_timeout))
+        timeout = None
+        if self._deadline is not None:
+            remaining = timestamps.parse_timestamp(self._deadline) - timestamps.utc_now()
+            timeout = max(remaining, timedelta(0)) + _DEFER_GRACE
+        self.log.info(
+            "nothing to claim from %s: waiting in the triggerer (round %d, until %s)",
+            self.table,
+            self._round,
+            self._deadline or "rows appear",
+        )
+        self.defer(
+            trigger=ClaimWaitTrigger(
+                conn_id=self.conn_id,
+                table=self.table,
+                where=self.where,
+                match=self.match,
+                poll_interval=self.poll_interval,
+                deadline=self._deadline,
+            ),
+            method_name="resume_claim",
+            kwargs={"round": self._round, "deadline": self._deadline},
+            timeout=timeout,
+        )
+
+    def resume_claim(
+        self,
+        context: Context,
+        event: Mapping[str, Any] | None = None,
+        *,
+        round: int = 1,
+        deadline: str | None = None,
+    ) -> dict[str, Any]:
+        """Back from the triggerer: claim (round ``round``), or wait again if beaten to it."""
+        self._round, self._deadline = round, deadline
+        self._waited_out = bool(event) and event.get("status") == "timeout"  # type: ignore[union-attr]
+        if self._waited_out:
+            self.log.info(
+                "waited %ss for rows of %s: claiming once more", self.wait_timeout, self.table
+            )
+        return self.execute(context)
+
+    def _past_deadline(self) -> bool:
+        if self._deadline is None:
+            return False
+        return timestamps.parse_timestamp(self._deadline) <= timestamps.utc_now()
 
     def describe(self, result: Mapping[str, Any]) -> str:
         return f"claimed {result['count']} of limit {self.limit} from {self.table}"
@@ -199,3 +306,10 @@ def _own_id(task: BaseOperator) -> str:
     if prefix and group is not None and group.prefix_group_id:
         return task.task_id.removeprefix(prefix)
     return task.task_id
+
+
+def _round_key(key: str | None, round: int) -> str | None:
+    """The idempotency key of a deferrable claim's ``round``-th attempt."""
+    if key is None or round == 0:
+        return key
+    return f"{key}/wait-{round}"

@@ -49,12 +49,12 @@ def parse_ordering(order_by: Any, direction: Any) -> Ordering:
     return Ordering(ORDER_COLUMNS[name], direction.lower())  # type: ignore[arg-type]
 
 
-def parse_limit(limit: Any, bounds: tuple[int, int] = CLAIM_LIMIT) -> int:
+def parse_limit(limit: Any, bounds: tuple[int, int] = CLAIM_LIMIT, *, field: str = "limit") -> int:
     low, high = bounds
     if isinstance(limit, bool) or not isinstance(limit, int):
-        raise SpecError("limit", f"must be an integer from {low} to {high}, got {limit!r}")
+        raise SpecError(field, f"must be an integer from {low} to {high}, got {limit!r}")
     if not low <= limit <= high:
-        raise SpecError("limit", f"must be from {low} to {high}, got {limit}")
+        raise SpecError(field, f"must be from {low} to {high}, got {limit}")
     return limit
 
 

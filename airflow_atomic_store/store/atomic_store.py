@@ -37,6 +37,7 @@ from airflow_atomic_store.spec.claim_sets import parse_claim_set
 from airflow_atomic_store.spec.memo import Memo
 from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE, Backend, ClaimSetGone
 from airflow_atomic_store.store.claim_sets import ClaimSetCatalog
+from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, parse_notify
 from airflow_atomic_store.store.receipts import (
     DEFAULT_RETENTION_SECONDS,
     PURGE_BATCH,
@@ -57,6 +58,7 @@ def _sqlite(url: str, **options: Any) -> Backend:
 
     options.pop("lock_timeout", None)
     options.pop("statement_timeout", None)
+    options.pop("notify", None)  # SQLite has no notifications: its triggers poll
     return SqliteBackend(path_from_url(url), **options)
 
 
@@ -120,6 +122,10 @@ class AtomicStore:
         grows (see :meth:`ensure_claim_index` and docs/backends.md).
     :param receipt_retention: seconds an idempotency receipt is kept (default 7
         days); within it, a call repeated with the same key replays its result.
+    :param notify: PostgreSQL only: which writes ``pg_notify`` their table's channel
+        in the same statement, so that a ``ClaimableRowsTrigger`` wakes at once:
+        ``"writes"`` (put, update, upsert; the default), ``"all"`` (claims too) or
+        ``"off"`` (triggers then rely on their poll). See docs/backends.md.
     """
 
     def __init__(
@@ -132,6 +138,7 @@ class AtomicStore:
         busy_timeout: float | None = None,
         auto_claim_sets: bool = True,
         receipt_retention: float = DEFAULT_RETENTION_SECONDS,
+        notify: str = DEFAULT_NOTIFY,
     ) -> None:
         scheme = url.split("://", 1)[0].split("+", 1)[0] if "://" in url else ""
         factory = _BACKENDS.get(scheme)
@@ -144,6 +151,7 @@ class AtomicStore:
             "storage_table": storage_table,
             "lock_timeout": lock_timeout,
             "statement_timeout": statement_timeout,
+            "notify": parse_notify(notify),
         }
         if busy_timeout is not None:
             options["busy_timeout"] = busy_timeout
@@ -181,6 +189,7 @@ class AtomicStore:
         auto_claim_sets: bool = True,
         receipt_retention: float = DEFAULT_RETENTION_SECONDS,
         secrets: Sequence[str] = (),
+        notify: str = DEFAULT_NOTIFY,
     ) -> AtomicStore:
         """A PostgreSQL store whose connections come from ``connect()``.
 
@@ -199,6 +208,7 @@ class AtomicStore:
                 lock_timeout=lock_timeout,
                 statement_timeout=statement_timeout,
                 secrets=tuple(secret for secret in secrets if secret),
+                notify=parse_notify(notify),
             ),
             auto_claim_sets=auto_claim_sets,
             receipt_retention=receipt_retention,
@@ -233,6 +243,51 @@ class AtomicStore:
             self._claim_sets.ensure_record_order()
         rows = self._backend.query(table, conditions, mode, ordering, count)
         return [{"key": key, "value": value} for key, value in rows]
+
+    def count(
+        self,
+        table: str,
+        where: Any = None,
+        match: str = "all",
+        *,
+        at_most: int = 1000,
+    ) -> int:
+        """How many rows of ``table`` match ``where``, counting at most ``at_most``.
+
+        What a trigger asks before waking a dispatcher ("is there work?"): capped, so
+        it never walks a whole queue, and through the claimable set that a claim
+        with the same filter would use, so it skips the rows already consumed.
+        Nothing is locked or claimed.
+        """
+        return int(self.backlog(table, where, match, at_most=at_most)["count"])
+
+    def backlog(
+        self,
+        table: str,
+        where: Any = None,
+        match: str = "all",
+        *,
+        at_most: int = 1000,
+    ) -> dict[str, Any]:
+        """``{"count": n, "first": key}``: :meth:`count`, and the key a FIFO claim takes next.
+
+        ``first`` is None when nothing matches. A trigger compares it between
+        counts: a different first key means the queue's head was consumed, even
+        if as many rows arrived meanwhile and the count did not move.
+        """
+        table = parse_table(table)
+        conditions, mode = parse_where(where), parse_match(match)
+        cap = parse_limit(at_most, QUERY_LIMIT, field="at_most")
+        ordering = parse_ordering("createdAt", "asc")
+        chosen = self._claim_sets.for_claim(
+            table, conditions, mode, ordering.column, may_declare=False
+        )
+        try:
+            count, first = self._backend.count(table, conditions, mode, ordering, cap, chosen)
+        except ClaimSetGone:
+            self._claim_sets.forget(table)
+            count, first = self._backend.count(table, conditions, mode, ordering, cap)
+        return {"count": count, "first": first}
 
     # -- atomic primitives ---------------------------------------------------
 

@@ -53,6 +53,24 @@ class Backend(SetStorage, Protocol):
         limit: int,
     ) -> list[Row]: ...
 
+    def count(
+        self,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        limit: int,
+        claim_set: ChosenSet | None = None,
+    ) -> tuple[int, str | None]:
+        """How many rows match, counting at most ``limit``, and the first one's key.
+
+        The first in ``ordering`` (a claim's order): a trigger tells by it that the
+        head of a queue was consumed even when the count stayed the same. Takes no
+        lock: a row counted here may be claimed by someone else next. May raise
+        :class:`ClaimSetGone`.
+        """
+        ...
+
     def update(
         self,
         table: str,

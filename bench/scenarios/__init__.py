@@ -1,4 +1,4 @@
-"""The scenarios of issues 5, 10 (aged queue) and 11 (idempotency keys), by the name the command line uses.
+"""The scenarios of issues 5, 10 (aged queue), 11 (idempotency keys) and 15 (trigger wake-up), by the name the command line uses.
 
 Each scenario module has ``TITLE``, ``run(env, sizes) -> dict`` (plain JSON
 data: measurements with their baselines) and ``section(data) -> str`` (its
@@ -18,6 +18,7 @@ from bench.scenarios import (
     latency,
     scale,
     sqlite_default,
+    wakeup,
 )
 
 SCENARIOS: dict[str, ModuleType] = {
@@ -29,4 +30,5 @@ SCENARIOS: dict[str, ModuleType] = {
     "airflow": airflow_dag,
     "aged": aged_queue,
     "idempotency": idempotency,
+    "wakeup": wakeup,
 }

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = ["claim", "latency", "hotkey", "scale", "sqlite", "aged", "idempotency"]
+SCENARIOS = ["claim", "latency", "hotkey", "scale", "sqlite", "aged", "idempotency", "wakeup"]
 
 
 def test_the_benchmark_harness_runs_every_scenario_and_writes_a_report(tmp_path: Path) -> None:

@@ -8,6 +8,8 @@ from tests.example_dags.examples import EXAMPLE_DAGS, example_dags
 
 DAG_IDS = [
     "cross_run_counter",
+    "event_driven_dispatcher",
+    "event_producer",
     "leader_lease",
     "process_event_once",
     "queue_dispatcher",

@@ -46,6 +46,7 @@ from airflow_atomic_store.store.dialects.postgres_where import (
     substitute_positional,
     without_placeholders,
 )
+from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, NOTIFY_MODES, channel_for
 from airflow_atomic_store.store.receipts import Receipt
 from airflow_atomic_store.store.snapshot import Snapshot
 from airflow_atomic_store.store.urls import scrub
@@ -80,8 +81,10 @@ class PostgresBackend:
         lock_timeout: float | None = None,
         statement_timeout: float | None = None,
         secrets: tuple[str, ...] = (),
+        notify: frozenset[str] = NOTIFY_MODES[DEFAULT_NOTIFY],
     ) -> None:
         self._connect = connect
+        self._notify = notify  # the write families that pg_notify their table's channel
         self._secrets = secrets  # the password: scrubbed from every message
         self._table_name = check_storage_table(storage_table)
         self._table = sql.Identifier(self._table_name).as_string(None)
@@ -346,11 +349,20 @@ class PostgresBackend:
         table_filter = f"r.table_name = {literal(table)}"
         return self._statement(kind, where_sql, ordering, apply, limit, table_filter), params
 
+    def _notifying(self, family: str, kind: str, table: str) -> tuple[str, tuple[str, ...]]:
+        """The statement kind that also notifies ``table``'s channel (if this family
+        notifies), and the parameters to append: the channel is the last one (see
+        ``_with_notify``)."""
+        if family not in self._notify:
+            return kind, ()
+        return f"{kind}+notify", (channel_for(self._table_name, table),)
+
     # -- primitives ---------------------------------------------------------
 
     def put(self, table: str, key: str, value: dict[str, Any]) -> None:
+        kind, channel = self._notifying("put", "put", table)
         with self._cursor() as cur:
-            cur.execute(self._statement("put"), (table, key, jsonb(value)))
+            cur.execute(self._statement(kind), (table, key, jsonb(value), *channel))
 
     def get(self, table: str, key: str) -> dict[str, Any] | None:
         with self._cursor() as cur:
@@ -368,6 +380,22 @@ class PostgresBackend:
         with self._cursor(many_rows=limit > 1) as cur:
             return [(k, v) for k, v in cur.execute(statement, (table, *params, limit)).fetchall()]
 
+    def count(
+        self,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        limit: int,
+        claim_set: ChosenSet | None = None,
+    ) -> tuple[int, str | None]:
+        statement, params = self._compile_pick(
+            "count", table, where, match, ordering, limit, claim_set
+        )
+        with self._cursor() as cur:
+            row = cur.execute(statement, params).fetchone()
+        return (int(row[0]), row[1]) if row else (0, None)
+
     def update(
         self,
         table: str,
@@ -378,14 +406,16 @@ class PostgresBackend:
         receipt: Receipt | None = None,
     ) -> tuple[dict[str, Any] | None, bool]:
         apply, mutation_params = _mutations_sql(mutations, "r.value")
-        kind = "update" if receipt is None else "update+receipt"
+        kind, channel = self._notifying(
+            "update", "update" if receipt is None else "update+receipt", table
+        )
         statement, params = self._compile(kind, where, match, apply=apply)
         args = (*mutation_params, table, key, *params)
         if receipt is None:
             with self._cursor() as cur:
-                row = cur.execute(statement, args).fetchone()
+                row = cur.execute(statement, (*args, *channel)).fetchone()
             return (None if row is None else row[0]), False
-        outcome = self._keyed(statement, args, receipt, many_rows=False)
+        outcome = self._keyed(statement, args, receipt, many_rows=False, last=channel)
         if outcome.recorded is not _NOTHING:
             return outcome.recorded[0], True
         return (outcome.rows[0][0] if outcome.rows else None), False
@@ -402,16 +432,18 @@ class PostgresBackend:
         receipt: Receipt | None = None,
     ) -> tuple[list[Row], bool]:
         apply, mutation_params = _mutations_sql(mutations, "t.value")
-        kind = "claim" if receipt is None else "claim+receipt"
+        kind, channel = self._notifying(
+            "claim", "claim" if receipt is None else "claim+receipt", table
+        )
         statement, params = self._compile_pick(
             kind, table, where, match, ordering, limit, claim_set, apply
         )
         args = (*params, *mutation_params, table)
         if receipt is None:
             with self._cursor(many_rows=limit > 1) as cur:
-                rows = cur.execute(statement, args).fetchall()
+                rows = cur.execute(statement, (*args, *channel)).fetchall()
         else:
-            outcome = self._keyed(statement, args, receipt, many_rows=limit > 1)
+            outcome = self._keyed(statement, args, receipt, many_rows=limit > 1, last=channel)
             if outcome.recorded is not _NOTHING:
                 return [(key, value) for key, value in outcome.recorded], True
             rows = outcome.rows
@@ -478,13 +510,14 @@ class PostgresBackend:
             apply, args, kind = "", (table, key, jsonb(insert_value), table, key), "seed"
         if receipt is not None:
             kind += "+receipt"
+        kind, channel = self._notifying("upsert", kind, table)
         statement = self._statement(kind, "", None, apply)
         for _ in range(_SEED_ATTEMPTS):
             if receipt is None:
                 with self._cursor() as cur:
-                    rows = cur.execute(statement, args).fetchall()
+                    rows = cur.execute(statement, (*args, *channel)).fetchall()
             else:
-                outcome = self._keyed(statement, args, receipt, many_rows=False)
+                outcome = self._keyed(statement, args, receipt, many_rows=False, last=channel)
                 if outcome.recorded is not _NOTHING:
                     inserted, value = outcome.recorded
                     return (bool(inserted), value), True
@@ -499,14 +532,20 @@ class PostgresBackend:
     # -- receipts -----------------------------------------------------------
 
     def _keyed(
-        self, statement: bytes, args: tuple[Any, ...], receipt: Receipt, *, many_rows: bool
+        self,
+        statement: bytes,
+        args: tuple[Any, ...],
+        receipt: Receipt,
+        *,
+        many_rows: bool,
+        last: tuple[Any, ...] = (),
     ) -> _Keyed:
         """Run a keyed statement; on a receipt conflict, read the recorded result instead.
 
         An expired receipt is removed and the statement runs again: after its
-        retention a key is new.
+        retention a key is new. ``last``: parameters after the receipt's (a channel).
         """
-        arguments = (*args, *receipts.parameters(receipt))
+        arguments = (*args, *receipts.parameters(receipt), *last)
         while True:
             with self._cursor(many_rows=many_rows) as cur:
                 try:
@@ -669,12 +708,14 @@ _RECEIPT = (
     "SELECT %s, %s, %s, %s, {result}, clock_timestamp() + make_interval(secs => %s) {source})"
 )
 
+_PUT = (
+    "INSERT INTO {table} AS t (table_name, key, value) VALUES (%s, %s, %s) "
+    "ON CONFLICT (table_name, key) DO UPDATE "
+    "SET value = EXCLUDED.value, record_timestamp = clock_timestamp()"
+)
+
 _STATEMENTS = {
-    "put": (
-        "INSERT INTO {table} AS t (table_name, key, value) VALUES (%s, %s, %s) "
-        "ON CONFLICT (table_name, key) DO UPDATE "
-        "SET value = EXCLUDED.value, record_timestamp = clock_timestamp()"
-    ),
+    "put": _PUT,
     "get": "SELECT value FROM {table} WHERE table_name = %s AND key = %s",
     "delete": "DELETE FROM {table} WHERE table_name = %s AND key = %s RETURNING 1",
     "query": (
@@ -684,6 +725,12 @@ _STATEMENTS = {
     "update": _UPDATE,
     "claim": f"WITH picked AS MATERIALIZED ({_PICK}) {_CLAIM}",
     "pick": _PICK,
+    # Capped and unlocked: a trigger asks whether work is there, it never claims it.
+    "count": (
+        "SELECT count(*), min(CASE WHEN n = 1 THEN key END) FROM (SELECT r.key, "
+        "row_number() OVER (ORDER BY {order}) AS n FROM {table} AS r "
+        "WHERE {table_filter} AND {where} ORDER BY {order} LIMIT {limit}) AS matching"
+    ),
     "seed": f"WITH {_SEED} SELECT value, inserted FROM effect",
     "upsert": _UPSERT,
     "update+receipt": (
@@ -721,3 +768,38 @@ _STATEMENTS = {
         + " SELECT value, inserted FROM effect"
     ),
 }
+
+
+def _with_notify(statement: str, *, changed: str = "effect") -> str:
+    """``statement`` (``WITH …, effect AS (…) SELECT … FROM effect``) that also notifies.
+
+    ``pg_notify`` runs in a CTE of the same statement, once, and only when the
+    ``changed`` CTE has rows (a write that changed nothing wakes nobody). Its
+    channel is the statement's last parameter: the final ``SELECT`` has none. A
+    CTE runs only if referenced, hence the join; it has no column the final
+    ``SELECT`` names.
+    """
+    head, final = statement.rsplit(" SELECT ", 1)
+    notified = f"notified AS (SELECT pg_notify(%s, '') WHERE EXISTS (SELECT FROM {changed}))"
+    return f"{head}, {notified} SELECT {final} LEFT JOIN notified ON true"
+
+
+_STATEMENTS.update(
+    {
+        "put+notify": _with_notify(f"WITH effect AS ({_PUT} RETURNING 1) SELECT 1 FROM effect"),
+        "update+notify": _with_notify(f"WITH effect AS ({_UPDATE}) SELECT value FROM effect"),
+        "claim+notify": _with_notify(
+            f"WITH picked AS MATERIALIZED ({_PICK}), effect AS ({_CLAIM}) "
+            "SELECT key, value, claim_order FROM effect"
+        ),
+        "seed+notify": _with_notify(_STATEMENTS["seed"], changed="inserted"),
+        "upsert+notify": _with_notify(
+            f"WITH effect AS ({_UPSERT}) SELECT value, inserted FROM effect"
+        ),
+        "seed+receipt+notify": _with_notify(_STATEMENTS["seed+receipt"], changed="inserted"),
+        **{
+            f"{kind}+receipt+notify": _with_notify(_STATEMENTS[f"{kind}+receipt"])
+            for kind in ("update", "claim", "upsert")
+        },
+    }
+)

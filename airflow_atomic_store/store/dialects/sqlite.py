@@ -109,6 +109,12 @@ _STATEMENTS = {
         "SELECT r.value FROM {table} AS r WHERE r.table_name = ? AND r.key = ? AND {where}"
     ),
     "select": _SELECT,
+    # Capped: a trigger asks whether work is there, it never claims it.
+    "count": (
+        "SELECT count(*), min(CASE WHEN n = 1 THEN key END) FROM (SELECT r.key, "
+        "row_number() OVER (ORDER BY {order}) AS n FROM {source} "
+        "WHERE {table_filter} AND {where} ORDER BY {order} LIMIT ?)"
+    ),
     # The fast paths (store/dialects/sqlite_mutations.py): ``{mutation}`` is a json_set.
     "claim_update": (
         "UPDATE {table} SET value = {mutation}, record_timestamp = ? "
@@ -489,6 +495,20 @@ class SqliteBackend:
         statement, params = self._compile_select("select", table, where, match, ordering, claim_set)
         rows = self._fetch(connection, statement, (*params, limit), claim_set)
         return _decoded(rows)
+
+    def count(
+        self,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        limit: int,
+        claim_set: ChosenSet | None = None,
+    ) -> tuple[int, str | None]:
+        statement, params = self._compile_select("count", table, where, match, ordering, claim_set)
+        with self._transaction(write=False) as connection:
+            rows = self._fetch(connection, statement, (*params, limit), claim_set)
+        return (int(rows[0][0]), rows[0][1]) if rows else (0, None)
 
     def explain_claim(
         self,

@@ -1,0 +1,80 @@
+"""``ClaimWaitTrigger``: what a deferred ``AtomicClaimOperator`` waits on in the triggerer.
+
+One-shot: it yields one event, ``{"status": "rows", …}`` as soon as at least
+``min_rows`` rows match, or ``{"status": "timeout", …}`` at its deadline, and
+ends. The deadline is an absolute time in its kwargs, not a duration, so a
+trigger restarted by the triggerer keeps the task's original deadline. The
+operator's own deadline is this one: Airflow's ``defer(timeout=)`` fails the
+task on expiry, while a claim that waited in vain returns the empty result.
+It never claims; the resumed task does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_atomic_store import timestamps
+from airflow_atomic_store.exceptions import SpecError
+from airflow_atomic_store.triggers.watching import WatchArguments, counts
+
+
+class ClaimWaitTrigger(BaseTrigger):
+    """Wait until ``min_rows`` rows of ``table`` match ``where``, or until ``deadline``.
+
+    :param deadline: a canonical UTC timestamp (``timestamps.now()`` form), or None
+        to wait for ever.
+    """
+
+    def __init__(
+        self,
+        *,
+        conn_id: str,
+        table: str,
+        where: Sequence[Mapping[str, Any]] | None = None,
+        match: str = "all",
+        min_rows: int = 1,
+        poll_interval: float = 2.0,
+        deadline: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.watch = WatchArguments.parse(conn_id, table, where, match, min_rows, poll_interval)
+        self.deadline = deadline
+        self._deadline_at = None if deadline is None else _epoch(deadline)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {**self.watch.to_kwargs(), "deadline": self.deadline},
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        watch = self.watch
+        deadline = None
+        if self._deadline_at is not None:
+            deadline = time.monotonic() + max(0.0, self._deadline_at - time.time())
+        async with aclosing(counts(watch, self.log, deadline=deadline)) as stream:
+            async for count, _ in stream:
+                if count >= watch.min_rows:
+                    yield self._event("rows", count)
+                    return
+                if deadline is not None and time.monotonic() >= deadline:
+                    yield self._event("timeout", count)
+                    return
+
+    def _event(self, status: str, count: int) -> TriggerEvent:
+        return TriggerEvent(
+            {"status": status, "table": self.watch.table, "count": count, "at": timestamps.now()}
+        )
+
+
+def _epoch(stamp: str) -> float:
+    try:
+        moment = timestamps.parse_timestamp(stamp)
+    except (TypeError, ValueError) as exc:
+        raise SpecError("deadline", f"must be a canonical UTC timestamp, got {stamp!r}") from exc
+    return moment.timestamp()

@@ -1,0 +1,180 @@
+"""Where a trigger's counts and wake-ups come from, per backend; nothing here blocks the loop.
+
+A :class:`RowSource` answers two questions for a :class:`~airflow_atomic_store.spec.watch.RowWatch`:
+how many rows match now (``count``), and "wait until something may have changed, or
+``timeout`` seconds" (``wait``).
+
+* Counting is the store's own ``count`` (its where compiler, its claimable sets),
+  run in a worker thread with ``asyncio.to_thread``: one SQL dialect for where
+  clauses, and the triggerer's event loop never waits on the database.
+* Waking is per backend. PostgreSQL: a ``psycopg.AsyncConnection`` that
+  ``LISTEN``s on the table's channel (``store/notify.py``), which the store's
+  writes notify when they commit; when that connection is lost, the source falls
+  back to sleeping and reconnects on each later wait. SQLite has no
+  notifications: ``wait`` sleeps, so the trigger polls.
+
+So on PostgreSQL a watched table costs two connections while it waits (the idle
+``LISTEN`` one and the store's, used once per wake-up); on SQLite it costs none
+between polls but an open file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Protocol
+
+from airflow_atomic_store.compat import aget_connection
+from airflow_atomic_store.exceptions import ConnectionConfigError
+from airflow_atomic_store.hooks.atomic_store import (
+    _missing_message,
+    postgres_connect_args,
+    store_from_connection,
+)
+from airflow_atomic_store.spec.watch import COUNT_CAP
+from airflow_atomic_store.store import AtomicStore
+from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE
+from airflow_atomic_store.store.notify import channel_for
+
+log = logging.getLogger(__name__)
+
+#: After the first notification, how long more may arrive and be folded into one count.
+COALESCE_SECONDS = 0.005
+
+
+class RowSource(Protocol):
+    async def start(self) -> None:
+        """Be ready to wake: called before the first count, so no write falls between."""
+        ...
+
+    async def count(self) -> tuple[int, str | None]:
+        """How many rows match (at most 1000), and the key a FIFO claim takes next."""
+        ...
+
+    async def wait(self, timeout: float) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+async def open_source(conn_id: str, watch: Watched) -> RowSource:
+    """The source for ``conn_id``'s backend; the connection is looked up asynchronously."""
+    try:
+        conn = await aget_connection(conn_id)
+    except Exception as exc:  # AirflowNotFoundException, whichever line it comes from
+        if type(exc).__name__ != "AirflowNotFoundException":
+            raise
+        raise ConnectionConfigError(_missing_message(conn_id)) from exc
+    store = await asyncio.to_thread(store_from_connection, conn_id, conn)
+    listen_args = await asyncio.to_thread(postgres_connect_args, conn_id, conn)
+    if listen_args is None:
+        return PollingSource(store, watch)
+    return ListeningSource(
+        store, watch, listen_args, channel_for(DEFAULT_STORAGE_TABLE, watch.table)
+    )
+
+
+class Watched(Protocol):
+    """The trigger's (validated) spec as the user gave it: the store parses it again."""
+
+    @property
+    def table(self) -> str: ...
+
+    @property
+    def where(self) -> list[dict[str, Any]]: ...
+
+    @property
+    def match(self) -> str: ...
+
+
+class PollingSource:
+    """Counts through the store in a thread; waking is a sleep (SQLite)."""
+
+    def __init__(self, store: AtomicStore, watch: Watched) -> None:
+        self._store = store
+        self._watch = watch
+
+    async def start(self) -> None:
+        return None
+
+    async def count(self) -> tuple[int, str | None]:
+        watch = self._watch
+        backlog = await asyncio.to_thread(
+            self._store.backlog, watch.table, watch.where, watch.match, at_most=COUNT_CAP
+        )
+        return backlog["count"], backlog["first"]
+
+    async def wait(self, timeout: float) -> None:
+        await asyncio.sleep(timeout)
+
+    async def close(self) -> None:
+        # Closing sends one message and closes a socket: done inline, so a cancellation
+        # (the triggerer cancels a trigger it no longer needs) cannot leave it open.
+        self._store.close()
+
+
+class ListeningSource(PollingSource):
+    """PostgreSQL: wakes on the table's notifications, with the sleep as the fallback."""
+
+    def __init__(
+        self, store: AtomicStore, watch: Watched, connect_args: dict[str, Any], channel: str
+    ) -> None:
+        super().__init__(store, watch)
+        self._connect_args = connect_args
+        self._channel = channel
+        self._listener: Any = None  # psycopg.AsyncConnection while it listens
+
+    async def start(self) -> None:
+        await self._listening()
+
+    async def wait(self, timeout: float) -> None:
+        import psycopg
+
+        listener = self._listener
+        if listener is None or listener.closed:
+            if await self._listening() is not None:
+                return  # listening again: count at once, writes may have come meanwhile
+            await asyncio.sleep(timeout)  # no connection now: poll; the next wait retries
+            return
+        try:
+            woken = False
+            async for _ in listener.notifies(timeout=timeout, stop_after=1):
+                woken = True
+            if woken:  # fold a burst into one count: take what arrived just behind it
+                # (not inside the loop above: each notifies() holds the connection's lock)
+                async for _ in listener.notifies(timeout=COALESCE_SECONDS):
+                    pass
+        except psycopg.Error as exc:
+            log.warning("atomic store trigger: lost the LISTEN connection (%s); polling", exc)
+            await self._drop_listener()
+
+    async def _listening(self) -> Any:
+        """The listening connection, connected (and ``LISTEN`` issued) if it is not."""
+        import psycopg
+        from psycopg import sql
+
+        if self._listener is not None and not self._listener.closed:
+            return self._listener
+        try:
+            listener = await psycopg.AsyncConnection.connect(**self._connect_args, autocommit=True)
+        except psycopg.Error as exc:
+            log.warning("atomic store trigger: cannot LISTEN (%s); polling", exc)
+            return None
+        try:
+            await listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+        except psycopg.Error as exc:
+            await listener.close()
+            log.warning("atomic store trigger: LISTEN failed (%s); polling", exc)
+            return None
+        self._listener = listener
+        return listener
+
+    async def _drop_listener(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await listener.close()
+
+    async def close(self) -> None:
+        try:
+            await super().close()
+        finally:
+            await self._drop_listener()

@@ -1,0 +1,105 @@
+"""What both triggers share: their validated arguments and the count-then-wait loop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_atomic_store.exceptions import SpecError, StoreUnavailableError
+from airflow_atomic_store.spec.watch import parse_seconds, parse_watch
+from airflow_atomic_store.triggers.sources import open_source
+
+
+@dataclass(frozen=True)
+class WatchArguments:
+    """A trigger's arguments, validated by the spec layer; what ``serialize()`` holds.
+
+    ``where`` is kept as the user gave it (a list of plain dicts): it is JSON, goes
+    into the serialized DAG as is, and the store parses it again when it counts.
+    """
+
+    conn_id: str
+    table: str
+    where: list[dict[str, Any]]
+    match: str
+    min_rows: int
+    poll_interval: float
+
+    @classmethod
+    def parse(
+        cls,
+        conn_id: Any,
+        table: Any,
+        where: Sequence[Mapping[str, Any]] | None,
+        match: Any,
+        min_rows: Any,
+        poll_interval: Any,
+    ) -> WatchArguments:
+        if not isinstance(conn_id, str) or not conn_id:
+            raise SpecError("conn_id", f"must be a connection id, got {conn_id!r}")
+        watch = parse_watch(table, where, match, min_rows)
+        return cls(
+            conn_id=conn_id,
+            table=watch.table,
+            where=[dict(condition) for condition in (where or ())],
+            match=watch.match,
+            min_rows=watch.min_rows,
+            poll_interval=parse_seconds(poll_interval, "poll_interval"),
+        )
+
+    def to_kwargs(self) -> dict[str, Any]:
+        return {
+            "conn_id": self.conn_id,
+            "table": self.table,
+            "where": self.where,
+            "match": self.match,
+            "min_rows": self.min_rows,
+            "poll_interval": self.poll_interval,
+        }
+
+
+async def counts(
+    watch: WatchArguments, log: Any, *, deadline: float | None = None
+) -> AsyncGenerator[tuple[int, str | None], None]:
+    """``(count, first key)`` of the matching rows now, then after every wake-up, forever.
+
+    A database outage is waited out (one warning, then a count every
+    ``poll_interval``): a trigger that raised would stop watching. Errors a retry
+    cannot fix (access denied, a missing connection) are raised.
+    ``deadline`` (``time.monotonic()``) bounds every wait, so a caller with a
+    deadline gets a count at it. Use it in ``contextlib.aclosing`` so the
+    connections close as soon as the caller stops.
+    """
+    source = await open_source(watch.conn_id, watch)
+    try:
+        await source.start()
+        outage = False
+        while True:
+            try:
+                backlog = await source.count()
+            except StoreUnavailableError as exc:
+                if not outage:
+                    log.warning(
+                        "atomic store unavailable (%s); counting again every %ss",
+                        exc,
+                        watch.poll_interval,
+                    )
+                outage = True
+                await asyncio.sleep(_bounded(watch.poll_interval, deadline))
+                continue
+            if outage:
+                log.info("atomic store reachable again")
+                outage = False
+            yield backlog
+            await source.wait(_bounded(watch.poll_interval, deadline))
+    finally:
+        await source.close()
+
+
+def _bounded(seconds: float, deadline: float | None) -> float:
+    if deadline is None:
+        return seconds
+    return max(0.0, min(seconds, deadline - time.monotonic()))

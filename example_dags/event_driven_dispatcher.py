@@ -1,0 +1,127 @@
+"""Event-driven queue drain: a dispatcher run starts when work arrives, not on a clock.
+
+``event_producer`` adds ``{"status": "pending", "payload": …}`` rows to ``event_ops``.
+``event_driven_dispatcher`` is scheduled on an asset whose watcher is a
+``ClaimableRowsTrigger``: the triggerer counts the pending rows (on PostgreSQL it
+wakes on the store's own writes, within milliseconds of their commit) and starts a
+dispatcher run when some appear. The run claims a batch and processes each claimed
+row exactly as the scheduled ``queue_dispatcher`` does (the same code,
+``_queue_processing.py``). An idle queue starts no runs at all.
+
+The trigger never claims: it only says "there is work". Exactly-once stays with the
+claim, so a run that arrives late, or a second run for the same work, claims what is
+left (possibly nothing, and then it short-circuits). The triggerer must run
+(``airflow triggerer``).
+
+Try it::
+
+    airflow triggerer &
+    airflow dags unpause event_driven_dispatcher
+    airflow dags trigger event_producer --conf '{"count": 25}'
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from _queue_processing import QUEUE_PARAMS, process_claimed_rows
+from airflow.sdk import Asset, AssetWatcher, Param, dag, task
+
+from airflow_atomic_store import AtomicClaimOperator, AtomicStoreHook
+from airflow_atomic_store.templating import execution_id
+from airflow_atomic_store.triggers import ClaimableRowsTrigger
+
+START = datetime(2025, 1, 1, tzinfo=timezone.utc)
+TABLE = "event_ops"
+PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
+
+# [START watcher]
+event_ops_work = Asset(
+    "atomic_store_event_ops",
+    watchers=[
+        AssetWatcher(
+            name="event_ops_pending",
+            trigger=ClaimableRowsTrigger(
+                conn_id="atomic_store_default",
+                table=TABLE,
+                where=PENDING,  # the same filter the dispatcher claims with
+                poll_interval=2.0,  # SQLite's latency; PostgreSQL also wakes on writes
+            ),
+        )
+    ],
+)
+# [END watcher]
+
+EVENT_PARAMS: dict[str, Any] = {
+    **QUEUE_PARAMS,
+    "table": Param(TABLE, type="string", description="the queue's table"),
+    "effects_table": Param(
+        f"{TABLE}_effects",
+        type="string",
+        description="one row per item whose side effect was performed (process-once guard)",
+    ),
+}
+
+
+@dag(
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    tags=["atomic-store", "recipe"],
+    params={
+        "conn_id": QUEUE_PARAMS["conn_id"],
+        "table": EVENT_PARAMS["table"],
+        "count": Param(5, type="integer", minimum=0, description="how many items to enqueue"),
+        "key_prefix": Param("evt", type="string", description="item keys are <prefix>-0000…"),
+    },
+)
+def event_producer() -> None:
+    @task
+    def enqueue(**context: Any) -> list[str]:
+        """Add ``count`` pending items; a retried or repeated run adds none twice."""
+        params, added = context["params"], []
+        with AtomicStoreHook(params["conn_id"]) as hook:
+            for n in range(params["count"]):
+                key = f"{params['key_prefix']}-{n:04d}"
+                result = hook.atomic_upsert(
+                    params["table"],
+                    key,
+                    insert_value={
+                        "status": "pending",
+                        "payload": {"item": n},
+                        "enqueuedBy": execution_id(context),
+                    },
+                )
+                if result["inserted"]:
+                    added.append(key)
+        return added
+
+    enqueue()
+
+
+# [START dispatcher]
+@dag(
+    schedule=[event_ops_work],  # a run when the watcher's trigger fires
+    start_date=START,
+    catchup=False,
+    max_active_runs=4,  # overlapping runs are safe: claims never hand out a row twice
+    tags=["atomic-store", "recipe"],
+    params={**EVENT_PARAMS, "batch_size": Param(10, type="integer", minimum=1, maximum=1000)},
+)
+def event_driven_dispatcher() -> None:
+    drain = AtomicClaimOperator(
+        task_id="drain",
+        conn_id="{{ params.conn_id }}",
+        table="{{ params.table }}",
+        where=PENDING,
+        limit="{{ params.batch_size }}",
+        short_circuit=True,  # a run whose work another run took ends here, cheaply
+    )
+    process_claimed_rows(drain)  # the scheduled dispatcher's per-row code, unchanged
+
+
+# [END dispatcher]
+
+event_producer_dag = event_producer()
+event_driven_dispatcher_dag = event_driven_dispatcher()

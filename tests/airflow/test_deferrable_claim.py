@@ -1,0 +1,116 @@
+"""A deferrable claim in real ``dag.test()`` runs (both backends).
+
+``dag.test()`` runs a deferred task's trigger inline and resumes the task with its
+first event, as the triggerer would; the row the claim gets is written by a separate
+OS process while the task waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+from airflow.sdk import task
+
+from airflow_atomic_store import AtomicClaimOperator, AtomicStore, SpecError
+from tests.airflow.dagrun import DagRunResult, new_dag
+from tests.support import late_writer
+
+RunDag = Callable[..., DagRunResult]
+PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
+
+
+def _claim(store_conn: str, **kwargs: object) -> AtomicClaimOperator:
+    return AtomicClaimOperator(
+        task_id="claim",
+        conn_id=store_conn,
+        table="jobs",
+        where=PENDING,
+        deferrable=True,
+        poll_interval=0.2,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_a_deferrable_claim_waits_on_an_empty_queue_and_claims_the_row_that_arrives(
+    run_dag: RunDag, store_conn: str, store_url: str, dag_id: str
+) -> None:
+    with new_dag(dag_id) as dag:
+        _claim(store_conn, wait_timeout=timedelta(minutes=2))
+
+    # Written only after the claim's first (keyed) attempt found the queue empty.
+    writer = late_writer.start(
+        store_url, "jobs", "late-1", delay=1.0, after_receipt=f"{dag_id}/%/claim/-1"
+    )
+    try:
+        result = run_dag(dag)
+    finally:
+        writer.wait(timeout=400)
+    assert writer.returncode == 0
+    assert result.state == "success"
+    claimed = result.xcom("claim")
+    assert [row["key"] for row in claimed["claimed"]] == ["late-1"]
+    assert claimed["claimed"][0]["value"]["claimedBy"] == result.execution_id
+    # The first (live) claim found nothing and was recorded empty under the task's key;
+    # the claim after the wait ran as round 1: a retry replays both, claiming nothing more.
+    key = f"{result.dag_id}/{result.run_id}/claim/-1"
+    with AtomicStore(store_url) as store:
+        first = store.atomic_claim("jobs", where=PENDING, idempotency_key=key)
+        after_wait = store.atomic_claim("jobs", where=PENDING, idempotency_key=f"{key}/wait-1")
+        assert store.get("jobs", "late-1")["status"] == "in_flight"
+    assert (first["count"], first["replayed"]) == (0, True)
+    assert after_wait["replayed"] is True
+    assert [row["key"] for row in after_wait["claimed"]] == ["late-1"]
+
+
+def test_a_deferrable_claim_with_rows_there_claims_at_once(
+    run_dag: RunDag, store_conn: str, store_url: str, dag_id: str
+) -> None:
+    with AtomicStore(store_url) as store:
+        store.put("jobs", "ready", {"status": "pending"})
+    with new_dag(dag_id) as dag:
+        _claim(store_conn, wait_timeout=5)
+    result = run_dag(dag)
+    assert result.state == "success"
+    assert [row["key"] for row in result.xcom("claim")["claimed"]] == ["ready"]
+    assert "replayed" in result.xcom("claim")  # claimed under the task's own key
+
+
+def test_a_deferrable_claim_that_waits_in_vain_returns_empty_and_short_circuits(
+    run_dag: RunDag, store_conn: str, store_url: str, dag_id: str
+) -> None:
+    with AtomicStore(store_url) as store:
+        store.put("jobs", "done-1", {"status": "done"})  # never matches the claim
+    with new_dag(dag_id) as dag:
+        claim = _claim(store_conn, wait_timeout=1.5, short_circuit=True)
+
+        @task
+        def process() -> None: ...
+
+        claim >> process()
+
+    result = run_dag(dag)
+    assert result.state == "success"
+    assert result.xcom("claim")["count"] == 0
+    assert result.state_of("claim") == "success"
+    assert result.state_of("process") == "skipped"
+    with AtomicStore(store_url) as store:
+        assert store.get("jobs", "done-1") == {"status": "done"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"wait_timeout": -1}, "wait_timeout"),
+        ({"wait_timeout": "soon"}, "wait_timeout"),
+        ({"deferrable": "yes"}, "deferrable"),
+        ({"poll_interval": 0}, "poll_interval"),
+    ],
+)
+def test_bad_deferral_arguments_fail_at_dag_parse_naming_the_field(
+    kwargs: dict, field: str
+) -> None:
+    with pytest.raises(SpecError) as raised:
+        AtomicClaimOperator(task_id="claim", table="jobs", **kwargs)
+    assert raised.value.field == field

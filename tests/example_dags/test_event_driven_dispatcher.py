@@ -1,0 +1,77 @@
+"""example_dags/event_driven_dispatcher.py end to end (both backends).
+
+The watcher's trigger is run as the triggerer runs it (pointed at this test's
+store), and its event is followed by a dispatcher run, as the scheduler would start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from airflow_atomic_store.triggers import ClaimableRowsTrigger
+from tests.airflow.dagrun import DagRunResult
+from tests.example_dags.examples import example_dag, stored_rows
+
+RunDag = Callable[..., DagRunResult]
+
+
+def _watcher_trigger(dag: Any) -> ClaimableRowsTrigger:
+    """The trigger of the asset the DAG is scheduled on (the DAG file's ``event_ops_work``)."""
+    asset = importlib.import_module("event_driven_dispatcher").event_ops_work
+    assert list(dag.timetable.asset_condition.objects) == [asset]
+    (watcher,) = asset.watchers
+    return watcher.trigger
+
+
+def _first_event(trigger: ClaimableRowsTrigger, conn_id: str) -> Any:
+    _, kwargs = trigger.serialize()
+    rebuilt = ClaimableRowsTrigger(**{**kwargs, "conn_id": conn_id, "poll_interval": 0.2})
+
+    async def first() -> Any:
+        events = rebuilt.run()
+        try:
+            return await asyncio.wait_for(anext(events), 60)
+        finally:
+            await events.aclose()  # type: ignore[attr-defined]
+
+    return asyncio.run(first())
+
+
+def test_the_watcher_watches_what_the_dispatcher_claims() -> None:
+    dispatcher = example_dag("event_driven_dispatcher")
+    trigger = _watcher_trigger(dispatcher)
+    _, kwargs = trigger.serialize()
+    drain = dispatcher.get_task("drain")
+    assert kwargs["table"] == dispatcher.params["table"] == "event_ops"
+    assert kwargs["where"] == drain.where
+    assert kwargs["conn_id"] == dispatcher.params["conn_id"]
+    assert drain.short_circuit is True
+
+
+def test_work_arriving_fires_the_watcher_and_one_run_processes_each_item_once(
+    run_dag: RunDag, conf: dict[str, Any], store_url: str, store_conn: str
+) -> None:
+    producer = example_dag("event_producer")
+    dispatcher = example_dag("event_driven_dispatcher")
+
+    enqueued = run_dag(producer, conf={**conf, "count": 3})
+    event = _first_event(_watcher_trigger(dispatcher), store_conn)
+    run = run_dag(dispatcher, conf=conf)
+    late = run_dag(dispatcher, conf=conf)  # a second run for the same event: nothing left
+
+    assert enqueued.state == run.state == late.state == "success"
+    assert event.payload["table"] == "event_ops" and event.payload["count"] == 3
+    assert run.xcom("drain")["count"] == 3
+    assert late.xcom("drain")["count"] == 0
+    assert late.state_of("drain_keys") == "skipped"
+    rows = stored_rows(store_url, "event_ops")
+    assert {key: row["status"] for key, row in rows.items()} == {
+        f"evt-000{n}": "done" for n in range(3)
+    }
+    effects = stored_rows(store_url, "event_ops_effects")
+    assert sorted(effects) == sorted(rows)
+    assert {effect["attempts"] for effect in effects.values()} == {1}
+    assert {effect["performedBy"] for effect in effects.values()} == {run.execution_id}

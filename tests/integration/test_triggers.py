@@ -1,0 +1,336 @@
+"""``ClaimableRowsTrigger`` and ``ClaimWaitTrigger`` against real stores (both backends).
+
+Each test runs the trigger's ``run()`` in an event loop, as the triggerer does, with
+the store behind an ``AIRFLOW_CONN_*`` connection. Rows "from elsewhere" are written
+by a separate OS process (tests/support/late_writer.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from airflow.triggers.base import TriggerEvent
+
+from airflow_atomic_store import AtomicStore, SpecError, timestamps
+from airflow_atomic_store.triggers import ClaimableRowsTrigger, ClaimWaitTrigger
+from tests.support import late_writer
+from tests.support.postgres_server import PostgresServer
+
+PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
+QUIET = 1.5  # seconds in which a trigger that should stay quiet is watched
+
+
+def _trigger(conn_id: str, **kwargs: Any) -> ClaimableRowsTrigger:
+    kwargs.setdefault("poll_interval", 0.1)
+    return ClaimableRowsTrigger(conn_id=conn_id, table="jobs", where=PENDING, **kwargs)
+
+
+class Events:
+    """A trigger running in the background, as in the triggerer; its events, as they come.
+
+    ``await events.next(within)`` is the next event, or None if none came in time
+    (the trigger keeps running: timing out a wait does not cancel it).
+    """
+
+    def __init__(self, trigger: Any) -> None:
+        self._queue: asyncio.Queue[TriggerEvent] = asyncio.Queue()
+        self._task = asyncio.ensure_future(self._pump(trigger.run()))
+
+    async def _pump(self, events: AsyncIterator[TriggerEvent]) -> None:
+        async for event in events:
+            await self._queue.put(event)
+
+    async def next(self, within: float) -> TriggerEvent | None:
+        getter = asyncio.ensure_future(self._queue.get())
+        done, _ = await asyncio.wait(
+            {getter, self._task}, timeout=within, return_when="FIRST_COMPLETED"
+        )
+        if getter in done:
+            return getter.result()
+        getter.cancel()
+        if self._task in done:
+            self._task.result()  # the trigger raised: show why
+            raise AssertionError("the trigger ended without an event")
+        return None
+
+    async def aclose(self) -> None:
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+
+def _run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+# -- firing --------------------------------------------------------------------------------
+
+
+def test_fires_for_a_row_written_after_it_started(store_conn: str, store_url: str) -> None:
+    async def scenario() -> TriggerEvent | None:
+        events = Events(_trigger(store_conn))
+        first = asyncio.ensure_future(events.next(60))
+        writer = await asyncio.to_thread(late_writer.start, store_url, "jobs", "fresh", 1.0)
+        event = await first
+        await asyncio.to_thread(writer.wait, 60)
+        await events.aclose()
+        return event
+
+    event = _run(scenario())
+    assert event is not None
+    assert event.payload["table"] == "jobs"
+    assert event.payload["count"] == 1
+    timestamps.parse_timestamp(event.payload["at"])
+
+
+def test_fires_for_rows_there_before_it_started(store_conn: str, store: AtomicStore) -> None:
+    for n in range(3):
+        store.put("jobs", f"old-{n}", {"status": "pending"})
+
+    async def scenario() -> TriggerEvent | None:
+        events = Events(_trigger(store_conn, min_rows=3))
+        try:
+            return await events.next(30)
+        finally:
+            await events.aclose()
+
+    event = _run(scenario())
+    assert event is not None and event.payload["count"] == 3
+
+
+def test_stays_quiet_on_an_empty_queue_and_for_rows_that_do_not_match(
+    store_conn: str, store: AtomicStore
+) -> None:
+    store.put("jobs", "done", {"status": "done"})
+    store.put("jobs", "no-status", {"payload": 1})
+    store.put("other", "pending-elsewhere", {"status": "pending"})
+
+    async def scenario() -> TriggerEvent | None:
+        events = Events(_trigger(store_conn))
+        try:
+            await asyncio.sleep(0.3)
+            await asyncio.to_thread(store.put, "jobs", "done-2", {"status": "done"})
+            return await events.next(QUIET)
+        finally:
+            await events.aclose()
+
+    assert _run(scenario()) is None
+
+
+def test_min_rows_holds_the_event_until_that_many_match(
+    store_conn: str, store: AtomicStore
+) -> None:
+    async def scenario() -> list[int | None]:
+        events = Events(_trigger(store_conn, min_rows=2))
+        try:
+            store.put("jobs", "a", {"status": "pending"})
+            one = await events.next(QUIET)
+            store.put("jobs", "b", {"status": "pending"})
+            two = await events.next(30)
+            return [None if e is None else e.payload["count"] for e in (one, two)]
+        finally:
+            await events.aclose()
+
+    assert _run(scenario()) == [None, 2]
+
+
+# -- storm control ---------------------------------------------------------------------
+
+
+def test_a_queue_filling_up_fires_once_until_a_claim_moves_its_head(
+    store_conn: str, store: AtomicStore
+) -> None:
+    async def scenario() -> list[Any]:
+        seen: list[Any] = []
+        events = Events(_trigger(store_conn))
+        try:
+            for n in range(20):  # a burst: one event, not twenty
+                await asyncio.to_thread(store.put, "jobs", f"r{n:02d}", {"status": "pending"})
+            seen.append(await events.next(30))
+            seen.append(await events.next(QUIET))
+            # The run it caused claims a batch: the rows left are work for another run.
+            claimed = await asyncio.to_thread(store.atomic_claim, "jobs", where=PENDING, limit=10)
+            seen.append(claimed["count"])
+            seen.append(await events.next(30))
+            # Drained entirely: the trigger re-arms and the next row fires at once.
+            await asyncio.to_thread(store.atomic_claim, "jobs", where=PENDING, limit=100)
+            await asyncio.sleep(0.5)
+            await asyncio.to_thread(store.put, "jobs", "next", {"status": "pending"})
+            seen.append(await events.next(30))
+            seen.append(await events.next(QUIET))
+            return seen
+        finally:
+            await events.aclose()
+
+    first, quiet, claimed, after_claim, after_drain, quiet_again = _run(scenario())
+    assert first is not None and quiet is None
+    assert claimed == 10
+    assert after_claim is not None and after_claim.payload["count"] == 10
+    assert after_drain is not None and after_drain.payload["count"] == 1
+    assert quiet_again is None
+
+
+def test_work_nobody_claims_fires_again_after_rearm_after(
+    store_conn: str, store: AtomicStore
+) -> None:
+    store.put("jobs", "stuck", {"status": "pending"})
+
+    async def scenario() -> list[TriggerEvent | None]:
+        events = Events(_trigger(store_conn, rearm_after=1.0))
+        try:
+            return [await events.next(30), await events.next(0.5), await events.next(30)]
+        finally:
+            await events.aclose()
+
+    first, too_soon, again = _run(scenario())
+    assert first is not None and too_soon is None and again is not None
+
+
+# -- outages (PostgreSQL) --------------------------------------------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_survives_its_connections_being_terminated(
+    store_conn: str, store_url: str, postgres_server: PostgresServer
+) -> None:
+    role = store_url.split("://", 1)[1].split("@", 1)[0]
+
+    async def scenario() -> TriggerEvent | None:
+        events = Events(_trigger(store_conn, poll_interval=0.5))
+        pending = asyncio.ensure_future(events.next(60))
+        await asyncio.sleep(1.0)  # listening, and counted once
+        await asyncio.to_thread(
+            postgres_server.execute,
+            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'",
+            dbname="atomic_store",
+        )
+        await asyncio.sleep(0.5)
+        writer = await asyncio.to_thread(late_writer.start, store_url, "jobs", "after-kill", 0.0)
+        event = await pending
+        await asyncio.to_thread(writer.wait, 60)
+        await events.aclose()
+        return event
+
+    event = _run(scenario())
+    assert event is not None and event.payload["count"] == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_survives_a_postgresql_restart(
+    store_conn: str, store_url: str, postgres_server: PostgresServer
+) -> None:
+    async def scenario() -> tuple[TriggerEvent | None, TriggerEvent | None]:
+        events = Events(_trigger(store_conn, poll_interval=0.3))
+        pending = asyncio.ensure_future(events.next(90))
+        await asyncio.sleep(1.0)
+        await asyncio.to_thread(postgres_server.restart, "immediate")
+        quiet = None  # nothing matched across the restart: no event yet
+        writer = await asyncio.to_thread(late_writer.start, store_url, "jobs", "after-restart", 1.0)
+        event = await pending
+        await asyncio.to_thread(writer.wait, 60)
+        await events.aclose()
+        return quiet, event
+
+    _, event = _run(scenario())
+    assert event is not None and event.payload["count"] == 1
+
+
+# -- serialization and validation ------------------------------------------------------
+
+
+def test_serialized_kwargs_hold_the_connection_id_and_the_spec_only() -> None:
+    trigger = ClaimableRowsTrigger(
+        conn_id="atomic_store_prod", table="jobs", where=PENDING, min_rows=5, poll_interval=3
+    )
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "airflow_atomic_store.triggers.claimable_rows.ClaimableRowsTrigger"
+    assert kwargs == {
+        "conn_id": "atomic_store_prod",
+        "table": "jobs",
+        "where": PENDING,
+        "match": "all",
+        "min_rows": 5,
+        "poll_interval": 3.0,
+        "rearm_after": 120.0,
+    }
+    json.dumps(kwargs)  # plain JSON: what the serialized DAG stores
+    assert ClaimableRowsTrigger(**kwargs).serialize() == (classpath, kwargs)
+    wait = ClaimWaitTrigger(conn_id="c", table="jobs", where=PENDING, deadline=timestamps.now())
+    wait_path, wait_kwargs = wait.serialize()
+    assert set(wait_kwargs) == {
+        "conn_id",
+        "table",
+        "where",
+        "match",
+        "min_rows",
+        "poll_interval",
+        "deadline",
+    }
+    assert ClaimWaitTrigger(**wait_kwargs).serialize() == (wait_path, wait_kwargs)
+
+
+def test_a_trigger_defined_in_an_asset_watcher_serializes_with_the_dag() -> None:
+    from airflow.sdk import Asset, AssetWatcher
+    from airflow.serialization.serialized_objects import BaseSerialization
+
+    asset = Asset(
+        "jobs_work", watchers=[AssetWatcher(name="jobs", trigger=_trigger("atomic_store_prod"))]
+    )
+    text = json.dumps(BaseSerialization.serialize(asset))
+    assert "atomic_store_prod" in text and "ClaimableRowsTrigger" in text
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"table": ""}, "table"),
+        ({"where": [{"field": "status", "operator": "like", "value": 1}]}, "where[0].operator"),
+        ({"match": "some"}, "match"),
+        ({"min_rows": 0}, "min_rows"),
+        ({"min_rows": 1001}, "min_rows"),
+        ({"poll_interval": 0}, "poll_interval"),
+        ({"poll_interval": "fast"}, "poll_interval"),
+        ({"rearm_after": -1}, "rearm_after"),
+        ({"conn_id": ""}, "conn_id"),
+    ],
+)
+def test_a_bad_spec_fails_at_construction_naming_the_field(kwargs: dict, field: str) -> None:
+    arguments: dict[str, Any] = {"conn_id": "c", "table": "jobs", "where": PENDING, **kwargs}
+    with pytest.raises(SpecError) as raised:
+        ClaimableRowsTrigger(**arguments)
+    assert raised.value.field == field
+
+
+# -- the deferral's one-shot trigger ---------------------------------------------------
+
+
+def test_the_wait_trigger_fires_once_for_rows_or_at_its_deadline(
+    store_conn: str, store: AtomicStore
+) -> None:
+    async def first(deadline_in: float) -> TriggerEvent | None:
+        from datetime import timedelta
+
+        trigger = ClaimWaitTrigger(
+            conn_id=store_conn,
+            table="jobs",
+            where=PENDING,
+            poll_interval=0.1,
+            deadline=timestamps.shifted(timedelta(seconds=deadline_in)),
+        )
+        events = Events(trigger)
+        try:
+            return await events.next(30)
+        finally:
+            await events.aclose()
+
+    timed_out = _run(first(0.5))
+    store.put("jobs", "a", {"status": "pending"})
+    rows = _run(first(30))
+    assert timed_out is not None and timed_out.payload["status"] == "timeout"
+    assert timed_out.payload["count"] == 0
+    assert rows is not None and (rows.payload["status"], rows.payload["count"]) == ("rows", 1)
