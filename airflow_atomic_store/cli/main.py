@@ -15,6 +15,7 @@ Exit codes (the same for ``airflow atomic-store``):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -105,13 +106,16 @@ def open_store(args: argparse.Namespace) -> AtomicStore:
         return AtomicStore(url)
     if args.storage_table:
         raise UsageError("--storage-table goes with --url; a connection sets it in its extra")
-    try:
-        from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
-    except ImportError as exc:
-        raise UsageError(
-            f"--conn-id needs Airflow ({exc}); without Airflow give --url or ${URL_VARIABLE}"
-        ) from None
-    return AtomicStoreHook(args.conn_id or DEFAULT_CONN_ID).get_conn()
+    # Airflow 3.0 sets up its logging on stdout when first imported; stdout is the
+    # command's output (``--json`` is parsed by scripts), so Airflow's lines go to stderr.
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
+        except ImportError as exc:
+            raise UsageError(
+                f"--conn-id needs Airflow ({exc}); without Airflow give --url or ${URL_VARIABLE}"
+            ) from None
+        return AtomicStoreHook(args.conn_id or DEFAULT_CONN_ID).get_conn()
 
 
 def _require_sqlite_file(url: str) -> None:
