@@ -58,7 +58,6 @@ def serialise(dag: Any) -> None:
     """Write ``dag`` to the metadata DB as if the DAG processor had parsed it."""
     from airflow.dag_processing.bundles.manager import DagBundlesManager
     from airflow.dag_processing.collection import update_dag_parsing_results_in_db
-    from airflow.serialization.serialized_objects import LazyDeserializedDAG
     from airflow.utils.session import create_session
 
     with create_session() as session:
@@ -67,12 +66,52 @@ def serialise(dag: Any) -> None:
         update_dag_parsing_results_in_db(
             bundle_name=_BUNDLE,
             bundle_version=None,
-            dags=[LazyDeserializedDAG.from_dag(dag)],
+            dags=[_parsed(dag)],
             import_errors={},
-            parse_duration=None,
             warnings=set(),
             session=session,
+            **_parse_duration(update_dag_parsing_results_in_db),
         )
+
+
+# Airflow 3.0 differs in three small ways from 3.1+ here; each helper below takes
+# whichever form the installed line has (the compat matrix runs this on every line).
+
+
+def _parsed(dag: Any) -> Any:
+    """``dag`` as the DAG processor hands it over, a ``LazyDeserializedDAG``.
+
+    3.0 has no ``from_dag``: its processor serialises the DAG to a dict after the
+    DagBag has set ``relative_fileloc`` (to ``fileloc`` outside a bundle), as here.
+    """
+    from airflow.serialization.serialized_objects import LazyDeserializedDAG, SerializedDAG
+
+    from_dag = getattr(LazyDeserializedDAG, "from_dag", None)
+    if from_dag is not None:
+        return from_dag(dag)
+    if dag.relative_fileloc is None:
+        dag.relative_fileloc = dag.fileloc
+    return LazyDeserializedDAG(data=SerializedDAG.to_dict(dag))
+
+
+def _parse_duration(update: Any) -> dict[str, Any]:
+    """``parse_duration=None`` where ``update_dag_parsing_results_in_db`` takes it (3.1+)."""
+    import inspect
+
+    return (
+        {"parse_duration": None} if "parse_duration" in inspect.signature(update).parameters else {}
+    )
+
+
+def _xcom_rows(session: Any, run_id: str, dag_id: str) -> list[Any]:
+    """A run's XCom rows: ``get_many`` is a select from 3.1, a session query in 3.0."""
+    import inspect
+
+    from airflow.models.xcom import XComModel
+
+    if "session" in inspect.signature(XComModel.get_many).parameters:  # 3.0: a session query
+        return list(XComModel.get_many(run_id=run_id, dag_ids=dag_id, session=session).all())
+    return list(session.scalars(XComModel.get_many(run_id=run_id, dag_ids=dag_id)).all())
 
 
 def run_dag_test(
@@ -108,7 +147,7 @@ def run_dag_test(
             )
             for ti in tis
         }
-        rows = session.scalars(XComModel.get_many(run_id=run_id, dag_ids=dag_id)).all()
+        rows = _xcom_rows(session, run_id, dag_id)
         xcoms = {
             (row.task_id, row.map_index, row.key): XComModel.deserialize_value(row) for row in rows
         }
