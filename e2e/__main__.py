@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--time-limit",
         type=float,
-        default=570.0,
-        help="give up (and clean up) after this many seconds (default 570)",
+        default=1200.0,
+        help="give up (and clean up) after this many seconds (default 1200)",
     )
     parser.add_argument(
         "--root",
