@@ -4,10 +4,11 @@ Everything overlaps on purpose, as in production:
 
 1. the claim index is created (the deployment step ``docs/deploying.md`` asks for)
    and the DAGs are unpaused;
-2. ``queue_producer`` enqueues ``ITEMS`` items; ``queue_dispatcher`` runs are
-   triggered and kept topped up to ``DISPATCHER_BACKLOG`` open runs (more than
-   its ``max_active_runs`` of 4, so several always run at once) until the queue
-   is empty; ``cross_run_counter`` is triggered ``COUNTER_RUNS`` times at once;
+2. ``queue_producer`` enqueues ``ITEMS`` items; once they are in,
+   ``cross_run_counter`` is triggered ``COUNTER_RUNS`` times at once, and
+   ``queue_dispatcher`` runs are triggered and kept topped up to
+   ``DISPATCHER_BACKLOG`` open runs (more than its ``max_active_runs`` of 4, so
+   several always run at once) while rows are pending;
    ``leader_lease`` is triggered in waves, so that several runs contend each time
    and the lease changes hands between waves;
 3. ``e2e_claim_retry`` (the harness's own DAG, ``e2e/claim_retry.py``) claims a
@@ -144,9 +145,19 @@ def run(api: AirflowApi, deployment: Deployment, say: Callable[[str], None]) -> 
             api.unpause(dag_id)
         driver.progress.retry.start(driver, store)
         driver.trigger(PRODUCER, "produce", {"count": ITEMS})
+        # The counter runs start once the items are in: queued beside the producer, their
+        # hundred task instances (and their higher priority weights) kept its one task
+        # waiting for minutes under the CeleryExecutor.
+        wait_for(
+            lambda: checks.status_counts(checks.read_table(store, QUEUE_TABLE))["pending"] > 0,
+            timeout=300,
+            what=f"{PRODUCER} to enqueue its items",
+            interval=POLL_SECONDS,
+            check=deployment.check_alive,
+        )
         for _ in range(COUNTER_RUNS):
             driver.trigger(COUNTER, "count")
-        say(f"triggered {PRODUCER} ({ITEMS} items) and {COUNTER_RUNS} {COUNTER} runs")
+        say(f"{PRODUCER} enqueued {ITEMS} items; triggered {COUNTER_RUNS} {COUNTER} runs")
 
         drain(driver, store)
         recover(driver, store)
@@ -185,7 +196,7 @@ def drain(driver: Driver, store: AtomicStore) -> None:
             last_report = now
 
         work_left = producing or statuses["pending"] > 0
-        if work_left:
+        if statuses["pending"] > 0:  # a dispatcher for an empty queue only takes a slot
             for _ in range(DISPATCHER_BACKLOG - dispatchers_open):
                 driver.trigger(DISPATCHER, "dispatch", {"batch_size": BATCH_SIZE})
         if progress.victim is None and (statuses["done"] >= VICTIM_AFTER_DONE or not work_left):

@@ -111,8 +111,9 @@ def test_of_two_lease_contenders_exactly_one_works_and_holders_never_overlap(
     worker_env: dict[str, str],
     store_url: str,
 ) -> None:
-    # The winner holds the lease for three seconds or more, long after the loser tries.
-    contend = {**conf, "steps": 6, "step_seconds": 0.5, "ttl_seconds": 60}
+    # The winner holds the lease for eight seconds or more, long after the loser tries:
+    # on a loaded machine the two warm workers can start their runs seconds apart.
+    contend = {**conf, "steps": 16, "step_seconds": 0.5, "ttl_seconds": 60}
     job = (run_example, ("leader_lease", contend))
 
     contenders = [runs[0] for runs in airflow_workers.run_together([job, job], env=worker_env)]

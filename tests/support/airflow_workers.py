@@ -16,8 +16,8 @@ pool forks a replacement at once.
 
 The fork relies on two details of Airflow 3's ``dag.test()``: the execution API it
 runs in-process is cached by ``supervisor.in_process_api_server()``, and its
-transport owns a daemon thread named ``InProcessExecutionAPI-loop``. The zygote
-drops the transport and stops that thread before forking; each worker builds a
+transport owns a daemon thread that runs an asyncio loop forever. The zygote
+drops the transport and stops that loop before forking; each worker builds a
 new one on first use, reusing the warm FastAPI app. If Airflow changes this, the
 zygote fails loudly rather than forking a process with threads.
 
@@ -27,6 +27,7 @@ include its tail. No pytest import: the zygote is a ``spawn`` child.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import multiprocessing
 import os
@@ -45,7 +46,6 @@ from typing import Any
 __all__ = ["AirflowWorker", "AirflowWorkers", "WorkerError", "unique_run_after"]
 
 _READY_TIMEOUT = 300.0  # the zygote's cold start on a busy 2-core machine can take minutes
-_LOOP_THREAD = "InProcessExecutionAPI-loop"
 _index: int | None = None  # this worker's number, in a worker process
 
 
@@ -137,8 +137,8 @@ def _make_single_threaded() -> None:
     with suppress(AttributeError):
         del api.transport  # the next run in a worker builds a new one on the warm app
     for thread in threading.enumerate():
-        if thread.name == _LOOP_THREAD:
-            loop = thread._target.__self__  # type: ignore[attr-defined]  # loop.run_forever
+        loop = _event_loop_served_by(thread)
+        if loop is not None:
             loop.call_soon_threadsafe(loop.stop)
     for thread in threading.enumerate():  # the run's socket-comms thread ends within ~1 s
         if thread is not threading.main_thread():
@@ -146,6 +146,21 @@ def _make_single_threaded() -> None:
     others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
     if others:
         raise WorkerError(f"threads still running, refusing to fork: {others}")
+
+
+def _event_loop_served_by(thread: threading.Thread) -> asyncio.AbstractEventLoop | None:
+    """The event loop ``thread`` runs forever, if that is what it was started to do.
+
+    Airflow 3.2+ names the execution API's loop thread ``InProcessExecutionAPI-loop``;
+    3.0 and 3.1 start the same loop in an unnamed thread, so it is found by its target.
+    """
+    target = getattr(thread, "_target", None)
+    loop = getattr(target, "__self__", None)
+    if getattr(target, "__name__", "") == "run_forever" and isinstance(
+        loop, asyncio.AbstractEventLoop
+    ):
+        return loop
+    return None
 
 
 # -- in a worker (a fork of the zygote) -----------------------------------------------------
@@ -284,6 +299,7 @@ class AirflowWorkers:
         self._process.start()
         child_conn.close()
         self._zygote_ready = False
+        self._zygote_failure: str | None = None
 
     def take(self, count: int) -> list[AirflowWorker]:
         """``count`` ready workers (they stay in the pool)."""
@@ -337,10 +353,17 @@ class AirflowWorkers:
         return AirflowWorker(index, home, ours)
 
     def _wait_for_zygote(self) -> None:
+        if self._zygote_failure is not None:  # every later test fails at once, not after minutes
+            raise WorkerError(self._zygote_failure)
         if not self._zygote_ready:
-            status, payload = self._receive_from_zygote(_READY_TIMEOUT, "to warm up")
+            try:
+                status, payload = self._receive_from_zygote(_READY_TIMEOUT, "to warm up")
+            except WorkerError as exc:
+                self._zygote_failure = str(exc)
+                raise
             if status != "ready":
-                raise WorkerError(f"the zygote could not start:\n{payload}{self._log()}")
+                self._zygote_failure = f"the zygote could not start:\n{payload}{self._log()}"
+                raise WorkerError(self._zygote_failure)
             self._zygote_ready = True
 
     def _receive_from_zygote(self, timeout: float, what: str) -> tuple[str, Any]:
