@@ -14,10 +14,8 @@ Run with ``make compat``. For each line in :data:`LINES`:
    ``--import-mode=importlib``, so they import the installed wheel (the
    ``compat/installed_wheel.py`` plugin prints where from and fails otherwise).
 
-The newest line runs every test of both tiers; older lines run a subset that
-still imports every module and builds and renders every operator, and runs
-DAGs where the line can (what a line cannot run is deselected, with the reason
-shown in the table). Lines run two at a time. The result table is printed and written to
+Every line runs both tiers whole, less what the line cannot run (deselected, with
+the reason shown in the table). Lines run two at a time. The result table is printed and written to
 ``docs/compatibility.md``; the exit status is non-zero if any line failed.
 """
 
@@ -45,23 +43,8 @@ REPORT = PROJECT / "docs" / "compatibility.md"
 TEST_REQUIREMENTS = PINS / "test-requirements.txt"
 PACKAGES = ["apache-airflow", "apache-airflow-providers-postgres"]
 
-# Both tiers whole on the newest line. Older lines: the modules that import compat, the
-# hook and the operators and build every operator, DAG runs of every operator, and every
-# example DAG (less what a line deselects below).
-FULL = ["tests/airflow", "tests/example_dags"]
-SUBSET = [
-    "tests/airflow/test_compat.py",
-    "tests/airflow/test_hook.py",
-    "tests/airflow/test_cli_airflow.py",
-    "tests/airflow/test_operators.py",
-    "tests/airflow/test_provider.py",
-    "tests/airflow/test_dag_runs_flow.py",
-    "tests/airflow/test_dag_runs_failures.py",
-    "tests/airflow/test_dag_runs_mapping.py",
-    "tests/airflow/test_dag_runs_metrics.py",
-    "tests/airflow/test_ui_page.py",
-    "tests/example_dags",
-]
+# Both tiers, whole, on every line (less what a line deselects below, with the reason).
+TESTS = ["tests/airflow", "tests/example_dags"]
 # Before 3.2, today's providers-standard reaches the branch operator through a deprecated
 # alias in Airflow core; the warning is Airflow's own (the suite makes warnings errors).
 # A -W message is a literal prefix.
@@ -71,7 +54,6 @@ OLD_BRANCH_ALIAS = "ignore:The `airflow.operators.branch.BaseBranchOperator`"
 @dataclass(frozen=True)
 class Line:
     name: str
-    tests: list[str]
     pytest_args: list[str] = field(default_factory=list)
     # test node id prefix -> why it does not run on this line (shown in the table)
     deselect: dict[str, str] = field(default_factory=dict)
@@ -125,23 +107,18 @@ LEAKED_BY_AIRFLOW_3_0 = (
     "3.0.6's in-process supervisor logs the MaskSecret message, password included, at "
     "debug level during dag.test() (Airflow's log, not this package's)"
 )
-FORK_AFTER_DAG_TEST = (
-    "the overlap tests fork DAG-running workers from a zygote, which refuses to fork on 3.0.6: "
-    "a thread its dag.test() starts is still running"
-)
 ON_3_0 = {
     **BEFORE_3_2,
-    "tests/example_dags/test_when_runs_overlap.py": FORK_AFTER_DAG_TEST,
     "tests/airflow/test_dag_runs_failures.py::test_a_wrong_database_password_fails_at_once_without_showing_it": (
         LEAKED_BY_AIRFLOW_3_0
     ),
 }
 
 LINES = [
-    Line("3.0", SUBSET, ["-W", OLD_BRANCH_ALIAS, "-W", OLD_CONNECTION_LOOKUP], ON_3_0),
-    Line("3.1", SUBSET, ["-W", OLD_BRANCH_ALIAS], BEFORE_3_2),
-    Line("3.2", SUBSET, [], ON_3_2),
-    Line("3.3", FULL),
+    Line("3.0", ["-W", OLD_BRANCH_ALIAS, "-W", OLD_CONNECTION_LOOKUP], ON_3_0),
+    Line("3.1", ["-W", OLD_BRANCH_ALIAS], BEFORE_3_2),
+    Line("3.2", [], ON_3_2),
+    Line("3.3"),
 ]
 # A line whose tests take longer than this has hung (a DAG run waiting forever).
 TEST_TIMEOUT = 20 * 60
@@ -261,7 +238,7 @@ def run_tests(line: Line, here: Path, log: Path) -> tuple[int, str]:
     ]  # fmt: skip
     for node in line.deselect:
         cmd += ["--deselect", node]
-    cmd += line.tests
+    cmd += TESTS
     env = {**os.environ, "PYTHONPATH": str(PINS), "PYTHONDONTWRITEBYTECODE": "1"}
     proc = run(cmd, log, cwd=here, env=env, timeout=TEST_TIMEOUT)
     tail = [t for t in log.read_text().splitlines()[-40:] if t.strip()]
@@ -290,7 +267,7 @@ def check_line(line: Line, wheel: Path, test_slots: threading.Semaphore) -> Resu
             say(f"[{line.name}] airflow providers list shows the provider: {result.listed}")
             copy_tests(here)
             with test_slots:
-                say(f"[{line.name}] running {len(line.tests)} test path(s)")
+                say(f"[{line.name}] running {' '.join(TESTS)}")
                 code, result.summary = run_tests(line, here, log)
         # 5: no tests collected, which is not a failure
         result.ok = result.listed and code in (0, 5)
@@ -323,10 +300,9 @@ def table(results: list[Result]) -> list[str]:
             for t in r.line.constraints.read_text().splitlines()
             if t and not t.startswith(("#", "apache-airflow=="))
         ]
-        scope = "all" if r.line.tests == FULL else "subset"
         rows.append(
             f"| {r.line.name} | {r.line.airflow_version} | {', '.join(pins) or 'none'} | "
-            f"{'yes' if r.listed else 'no'} | {scope}: {r.summary} | "
+            f"{'yes' if r.listed else 'no'} | {r.summary} | "
             f"{'; '.join(sorted(set(r.line.deselect.values()))) or '-'} | "
             f"{'pass' if r.ok else 'FAIL'} |"
         )
@@ -348,9 +324,8 @@ def write_report(rows: list[str], wheel: Path) -> None:
         "<!-- Generated by `make compat` (scripts/compat_matrix.py); do not edit. -->\n\n"
         f"The wheel `{wheel.name}`, installed (not editable) into one venv per Airflow 3 line "
         "with that line's newest patch, passes these Airflow-layer and example-DAG tests on "
-        "SQLite and PostgreSQL. The pins, and why each is needed, are in `compat/`. The newest "
-        "line runs every test of both tiers; older lines a subset that imports every module "
-        "and builds every operator; the last column says what a line does not run, and why."
+        "SQLite and PostgreSQL. The pins, and why each is needed, are in `compat/`. Every line "
+        "runs both tiers whole; the last column says what a line does not run, and why."
         "\n\n" + "\n".join(rows) + "\n\n" + UI_NOTE + "\n"
     )
 

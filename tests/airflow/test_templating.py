@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
+from typing import Any
 
 import jinja2
 import pytest
-from airflow.sdk.definitions._internal.templater import create_template_env
+from airflow.sdk import DAG
 
 from airflow_atomic_store.templating import (
     AtomicNamespace,
@@ -25,6 +26,19 @@ MOMENT = datetime(2025, 1, 31, 9, 30, 15, 123456, tzinfo=timezone.utc)
 @pytest.fixture
 def atomic() -> AtomicNamespace:
     return AtomicNamespace(execution_id="dag/run", moment=MOMENT)
+
+
+def create_template_env(
+    *, native: bool = False, user_defined_macros: dict[str, Any] | None = None
+) -> jinja2.Environment:
+    """The environment Airflow renders a DAG's templates in (every Airflow 3 line has this)."""
+    dag = DAG(
+        dag_id="templating",
+        schedule=None,
+        render_template_as_native_obj=native,
+        user_defined_macros=user_defined_macros,
+    )
+    return dag.get_template_env()
 
 
 @pytest.fixture(params=[False, True], ids=["string-env", "native-env"])
