@@ -93,6 +93,8 @@ def unreachable_url(backend: str, tmp_path: Path) -> Iterator[str]:
 
 # -- per-backend summary ------------------------------------------------------------------
 
+# The backend travels in each report's user properties, so that the count is also right
+# where reports come from other processes (pytest-xdist's workers).
 _backend_of: dict[str, str] = {}
 _outcome_of: dict[str, str] = {}
 _SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
@@ -102,14 +104,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         callspec = getattr(item, "callspec", None)
         if callspec is not None and "backend" in callspec.params:
-            _backend_of[item.nodeid] = str(callspec.params["backend"])
+            item.user_properties.append(("backend", str(callspec.params["backend"])))
         elif item.get_closest_marker("postgres") is not None:
-            _backend_of[item.nodeid] = "postgres"
+            item.user_properties.append(("backend", "postgres"))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.nodeid not in _backend_of:
+    backend = dict(report.user_properties).get("backend")
+    if backend is None:
         return
+    _backend_of[report.nodeid] = str(backend)
     if report.failed:
         outcome = "failed" if report.when == "call" else "error"
     elif report.skipped:
