@@ -38,6 +38,8 @@ BUILD_INPUTS = [
     "airflow_atomic_store",
     "example_dags",
 ]
+# Beside the package in the checkout but never shipped: the build sees them and leaves them out.
+DEVELOPMENT_ONLY = ["devkit", "tests", "bench", "e2e", "scripts"]
 REQUIRED_CLASSIFIERS = {
     "Framework :: Apache Airflow",
     "Framework :: Apache Airflow :: Provider",
@@ -57,7 +59,7 @@ def _run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = tmp_path_factory.mktemp("source")
     ignore = shutil.ignore_patterns("__pycache__", "*.py[cod]", "*.egg-info")
-    for name in BUILD_INPUTS:
+    for name in [*BUILD_INPUTS, *DEVELOPMENT_ONLY]:
         path = ROOT / name
         if path.is_dir():
             shutil.copytree(path, source / name, ignore=ignore)
@@ -137,7 +139,15 @@ def test_the_wheel_ships_the_example_dags_inside_the_package(wheel_files: set[st
         if name.startswith("airflow_atomic_store/example_dags/")
     }
     assert shipped == {*examples, ".airflowignore"}
-    assert not any(name.startswith(("example_dags/", "tests/")) for name in wheel_files)
+    assert not any(name.startswith("example_dags/") for name in wheel_files)
+
+
+def test_the_wheel_leaves_out_the_development_harness_tests_and_tools(
+    wheel_files: set[str],
+) -> None:
+    assert (ROOT / "devkit" / "postgres_server.py").exists()  # the build saw it
+    top_level = {name.split("/", 1)[0] for name in wheel_files}
+    assert top_level == {"airflow_atomic_store", f"{STEM}.dist-info"}
 
 
 def test_the_wheel_registers_the_provider_entry_point(wheel: Path) -> None:
