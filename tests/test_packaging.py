@@ -179,6 +179,24 @@ def test_the_metadata_declares_a_provider_with_its_urls(metadata: Message) -> No
     assert all(url.startswith("https://") for url in urls.values())
 
 
+def test_a_plain_install_pulls_no_test_lint_or_docs_tool(metadata: Message) -> None:
+    requires = metadata.get_all("Requires-Dist", [])
+
+    def names(extra: str | None) -> set[str]:
+        return {
+            re.split(r"[\s\[<>=!~;(]", entry, maxsplit=1)[0].lower()
+            for entry in requires
+            if (f'extra == "{extra}"' in entry if extra else "extra ==" not in entry)
+        }
+
+    plain = names(None)
+    assert {"apache-airflow", "psycopg"} <= plain
+    for extra in ("test", "lint", "docs", "e2e", "bench"):
+        assert names(extra), f"no {extra} extra"
+        assert not names(extra) & plain, f"a plain install pulls part of the {extra} extra"
+    assert {"ruff", "mypy", "pre-commit"} <= names("lint")
+
+
 def test_one_version_from_pyproject_to_metadata_and_the_package(metadata: Message) -> None:
     declared = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
     assert declared is not None
