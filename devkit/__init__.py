@@ -6,6 +6,8 @@
 - ``dagrun``: run a DAG with ``dag.test()`` and read back its states and XComs.
 - ``examples``: the ``example_dags/`` folder loaded as Airflow loads a DAGs folder.
 
-It imports nothing from ``tests/``, ``bench/``, ``e2e/`` or ``scripts/`` (a test pins
-that), imports neither pytest nor Airflow at import time, and is not in the wheel.
+It imports nothing from ``tests/``, ``bench/``, ``e2e/`` or ``scripts/``, so every one of
+them can use it; it imports neither pytest nor Airflow at import time, because spawned
+children (the zygote) import it before they set ``AIRFLOW_HOME``. tests/test_layout.py
+pins both. It is not in the wheel (tests/test_packaging.py).
 """

@@ -4,13 +4,16 @@
 must not lean on any of them; the tools must not lean on the tests; the shipped package
 on none of these. Read from the source (every ``import``, also those inside functions,
 and module names given as strings, as for ``python -m``), not from ``sys.modules``: a
-lazy import that a run did not reach still counts.
+lazy import that a run did not reach still counts. What importing ``devkit`` loads is
+seen in a fresh interpreter: spawned children import it before Airflow is configured.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,6 +58,19 @@ def _imports_of(top: str, forbidden: tuple[str, ...]) -> list[str]:
 
 def test_the_harness_imports_none_of_the_tests_tools_or_scripts() -> None:
     assert _imports_of("devkit", ("tests", *TOOLS)) == []
+
+
+def test_the_harness_imports_neither_pytest_nor_airflow_when_imported() -> None:
+    modules = sorted(f"devkit.{path.stem}" for path in (ROOT / "devkit").glob("[!_]*.py"))
+    probe = (
+        f"import sys\nimport {', '.join(modules)}\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'airflow', 'pytest', 'tests'}))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("tool", TOOLS)
