@@ -6,6 +6,9 @@ SHELL := /bin/bash
 VENV  := .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.install.stamp
+# The contributor extras every target needs (pyproject: the suite builds the docs, make test
+# lints first); a user's `pip install airflow-atomic-store` pulls none of them.
+DEV_EXTRAS := test,lint,docs
 
 # The first python >= 3.10 found, unless PYTHON is given.
 PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; do \
@@ -25,7 +28,7 @@ help:
 	@echo "make bench-quick the same at small sizes (about a minute); report in the temp dir"
 	@echo "make lint       ruff check, ruff format --check, mypy"
 	@echo "make fmt        ruff format and ruff check --fix"
-	@echo "make venv       create $(VENV) and install the package with its test extras"
+	@echo "make venv       create $(VENV) and install the package with its test, lint and docs extras"
 	@echo "make clean      remove caches, build output and the demo store (keeps $(VENV))"
 	@echo "make distclean  clean, and remove $(VENV)"
 
@@ -38,7 +41,7 @@ $(STAMP): pyproject.toml
 		echo "creating $(VENV) with $(PYTHON)"; \
 		$(PYTHON) -m venv $(VENV); \
 	fi
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(DEV_EXTRAS)]'
 	@touch $@
 
 demo: venv
@@ -92,7 +95,7 @@ test: venv postgres-binaries lint
 # is for the e2e runs only.
 E2E_ARGS ?=
 e2e-deps: venv postgres-binaries browser-binaries
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,e2e]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(DEV_EXTRAS),e2e]'
 
 e2e: e2e-deps
 	$(BIN)/python -m e2e $(E2E_ARGS)
@@ -111,11 +114,11 @@ compat: venv postgres-binaries
 
 # The bench extra (procrastinate, matplotlib, pyinstrument) is for benchmarks only.
 bench: venv postgres-binaries
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(DEV_EXTRAS),bench]'
 	$(BIN)/python -m bench
 
 bench-quick: venv postgres-binaries
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(DEV_EXTRAS),bench]'
 	$(BIN)/python -m bench --quick
 
 clean:

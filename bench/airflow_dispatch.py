@@ -2,7 +2,7 @@
 
 Airflow reads ``AIRFLOW_HOME`` when first imported, so this runs as its own
 process (``python -m bench.airflow_dispatch``) with a throwaway home set
-before any Airflow import, exactly as ``tests/airflow/conftest.py`` does. The
+before any Airflow import, exactly as ``tests/support/airflow_plugin.py`` does. The
 store's primitives are wrapped with timers; ``dag.test()`` runs task
 instances in this process, so the wrappers see every call the operators make.
 Writes one JSON object to the path given as ``--out``.
@@ -68,7 +68,7 @@ def _dispatcher(dag_id: str, rows: int) -> Any:
     from airflow.sdk import task
 
     from airflow_atomic_store import AtomicClaimOperator, AtomicUpdateOperator
-    from tests.airflow.dagrun import new_dag
+    from devkit.dagrun import new_dag
 
     with new_dag(dag_id) as dag:
         drain = AtomicClaimOperator(
@@ -106,7 +106,7 @@ def main() -> None:
         from airflow.utils import db
 
         from airflow_atomic_store import AtomicStore
-        from tests.airflow.dagrun import serialise
+        from devkit.dagrun import serialise
 
         db.resetdb()
         setup_seconds = time.perf_counter() - started

@@ -20,7 +20,7 @@ from bench.handwritten import SET_FILTER, TEXT_FILTER, HandwrittenPostgres, pg_f
 from bench.loading import PENDING_WHERE, QUEUE
 from bench.readdelete_queue import ReadDeleteClaimer
 from bench.timing import now
-from tests.support.processes import run_in_processes
+from devkit.processes import run_in_processes
 
 #: Literal filters, so a claimable set's index (or the hand-made one) answers the check.
 _ANY_PENDING = "SELECT EXISTS (SELECT 1 FROM atomic_store_rows AS r WHERE {filter})"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from tests.support.postgres_server import PostgresServer
+from devkit.postgres_server import PostgresServer
 
 #: More memory than the throwaway default so the 1M-row table stays cached; WAL
 #: durability stays off as in the tests (``fsync``, ``synchronous_commit``), for
@@ -133,7 +133,7 @@ def _sqlite_version() -> str:
 def _postgres_version() -> str:
     postgres = shutil.which("postgres")
     if postgres is None:
-        from tests.support.postgres_server import find_server_binaries
+        from devkit.postgres_server import find_server_binaries
 
         postgres = str(find_server_binaries()[0].parent / "postgres")
     try:

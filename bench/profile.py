@@ -15,7 +15,7 @@ from typing import Any
 
 from airflow_atomic_store import AtomicStore
 from bench import loading
-from tests.support.postgres_server import PostgresServer
+from devkit.postgres_server import PostgresServer
 
 GUARD = [{"field": "tokens", "operator": "gt", "value": 0}]
 DECREMENT = [{"field": "tokens", "operation": "increment", "value": -1}]

@@ -2,7 +2,7 @@
 
 :class:`Deployment` starts, in order:
 
-1. a PostgreSQL server (``tests/support/postgres_server.py``) with two databases,
+1. a PostgreSQL server (``devkit/postgres_server.py``) with two databases,
    ``airflow`` (the metadata database) and ``atomic_store`` (the store);
 2. ``airflow db migrate``;
 3. the four long-running components, each in its own session so that it and
@@ -47,7 +47,7 @@ from typing import IO, Protocol
 
 import psutil
 
-from tests.support.postgres_server import PostgresServer
+from devkit.postgres_server import PostgresServer
 
 __all__ = ["Component", "Deployment", "DeploymentError", "Executor", "LocalExecutorSetup"]
 

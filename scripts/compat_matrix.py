@@ -217,7 +217,7 @@ def providers_list(line: Line, home: Path, log: Path) -> bool:
 
 
 def copy_tests(into: Path) -> None:
-    for name in ("tests", "example_dags"):
+    for name in ("tests", "devkit", "example_dags"):  # devkit: the harness the tests import
         shutil.copytree(PROJECT / name, into / name, ignore=shutil.ignore_patterns("__pycache__"))
     # pytest's settings (markers, warnings as errors) without the project around them.
     shutil.copy(PROJECT / "pyproject.toml", into / "pyproject.toml")

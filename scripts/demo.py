@@ -45,7 +45,7 @@ def prepare() -> None:
             "TMPDIR": str(DEMO / "tmp"),
         }
     )
-    sys.path.insert(0, str(PROJECT))  # tests/ holds the DAG-run helpers the demo shares
+    sys.path.insert(0, str(PROJECT))  # devkit/ holds the DAG-run helpers the demo shares
 
 
 @contextmanager
@@ -75,8 +75,8 @@ class Demo:
 
     def __init__(self, out: TextIO) -> None:
         from airflow_atomic_store import AtomicStore
-        from tests.airflow.dagrun import run_dag_test
-        from tests.example_dags.examples import example_dag
+        from devkit.dagrun import run_dag_test
+        from devkit.examples import example_dag
 
         self.out = out
         self.store = AtomicStore(f"sqlite:///{STORE}")

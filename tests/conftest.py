@@ -3,7 +3,7 @@
 ``backend``       ``"sqlite"`` or ``"postgres"`` (ids exactly those; postgres cases carry
                   the ``postgres`` marker). Session-scoped, so pytest runs all SQLite cases
                   first and then all PostgreSQL cases.
-``postgres_server`` the session's throwaway PostgreSQL server (tests/support/postgres_server.py),
+``postgres_server`` the session's throwaway PostgreSQL server (devkit/postgres_server.py),
                   started on first use and removed at the end. If it cannot start, every
                   PostgreSQL test fails with the server log: PostgreSQL is never skipped.
 ``store_url``     a fresh, empty store for one test: ``sqlite:///<tmp_path>/store.db``, or
@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from airflow_atomic_store import AtomicStore
-from tests.support.postgres_server import PostgresServer, PostgresServerError
+from devkit.postgres_server import PostgresServer, PostgresServerError
 from tests.support.unreachable import unreachable_store_url
 
 # Sets AIRFLOW_HOME & co. before anything imports Airflow; fixtures for DAG runs.

@@ -38,6 +38,8 @@ BUILD_INPUTS = [
     "airflow_atomic_store",
     "example_dags",
 ]
+# Beside the package in the checkout but never shipped: the build sees them and leaves them out.
+DEVELOPMENT_ONLY = ["devkit", "tests", "bench", "e2e", "scripts"]
 REQUIRED_CLASSIFIERS = {
     "Framework :: Apache Airflow",
     "Framework :: Apache Airflow :: Provider",
@@ -57,7 +59,7 @@ def _run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = tmp_path_factory.mktemp("source")
     ignore = shutil.ignore_patterns("__pycache__", "*.py[cod]", "*.egg-info")
-    for name in BUILD_INPUTS:
+    for name in [*BUILD_INPUTS, *DEVELOPMENT_ONLY]:
         path = ROOT / name
         if path.is_dir():
             shutil.copytree(path, source / name, ignore=ignore)
@@ -137,7 +139,15 @@ def test_the_wheel_ships_the_example_dags_inside_the_package(wheel_files: set[st
         if name.startswith("airflow_atomic_store/example_dags/")
     }
     assert shipped == {*examples, ".airflowignore"}
-    assert not any(name.startswith(("example_dags/", "tests/")) for name in wheel_files)
+    assert not any(name.startswith("example_dags/") for name in wheel_files)
+
+
+def test_the_wheel_leaves_out_the_development_harness_tests_and_tools(
+    wheel_files: set[str],
+) -> None:
+    assert (ROOT / "devkit" / "postgres_server.py").exists()  # the build saw it
+    top_level = {name.split("/", 1)[0] for name in wheel_files}
+    assert top_level == {"airflow_atomic_store", f"{STEM}.dist-info"}
 
 
 def test_the_wheel_registers_the_provider_entry_point(wheel: Path) -> None:
@@ -167,6 +177,24 @@ def test_the_metadata_declares_a_provider_with_its_urls(metadata: Message) -> No
     urls = dict(entry.split(", ", 1) for entry in metadata.get_all("Project-URL", []))
     assert {"Documentation", "Changelog", "Source"} <= set(urls)
     assert all(url.startswith("https://") for url in urls.values())
+
+
+def test_a_plain_install_pulls_no_test_lint_or_docs_tool(metadata: Message) -> None:
+    requires = metadata.get_all("Requires-Dist", [])
+
+    def names(extra: str | None) -> set[str]:
+        return {
+            re.split(r"[\s\[<>=!~;(]", entry, maxsplit=1)[0].lower()
+            for entry in requires
+            if (f'extra == "{extra}"' in entry if extra else "extra ==" not in entry)
+        }
+
+    plain = names(None)
+    assert {"apache-airflow", "psycopg"} <= plain
+    for extra in ("test", "lint", "docs", "e2e", "bench"):
+        assert names(extra), f"no {extra} extra"
+        assert not names(extra) & plain, f"a plain install pulls part of the {extra} extra"
+    assert {"ruff", "mypy", "pre-commit"} <= names("lint")
 
 
 def test_one_version_from_pyproject_to_metadata_and_the_package(metadata: Message) -> None:

@@ -18,7 +18,7 @@ from bench.environment import BenchEnvironment
 from bench.handwritten import HandwrittenSqlite
 from bench.sizes import Sizes
 from bench.timing import now, progress
-from tests.support.processes import run_in_processes
+from devkit.processes import run_in_processes
 
 TITLE = "SQLite default"
 TABLE = "counters"

@@ -16,8 +16,8 @@ from datetime import timedelta
 import pytest
 
 from airflow_atomic_store import compat
-from tests.airflow.dagrun import DagRunResult, new_dag
-from tests.support.postgres_server import PostgresServer
+from devkit.dagrun import DagRunResult, new_dag
+from devkit.postgres_server import PostgresServer
 
 
 @pytest.mark.parametrize("version", ["3.0.0", "3.0.6", "3.1.8", "3.3.2", "3.1.0rc1", "4.0.0.dev0"])

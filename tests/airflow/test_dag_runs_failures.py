@@ -14,8 +14,8 @@ from airflow_atomic_store import (
     AtomicUpdateOperator,
     AtomicUpsertOperator,
 )
-from tests.airflow.dagrun import DagRunResult, new_dag
-from tests.support.postgres_server import PostgresServer
+from devkit.dagrun import DagRunResult, new_dag
+from devkit.postgres_server import PostgresServer
 
 RunDag = Callable[..., DagRunResult]
 RETRYING = {"retries": 3, "retry_delay": timedelta(0)}

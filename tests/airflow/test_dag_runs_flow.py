@@ -14,7 +14,7 @@ from airflow_atomic_store import (
     AtomicUpdateOperator,
     AtomicUpsertOperator,
 )
-from tests.airflow.dagrun import DagRunResult, new_dag
+from devkit.dagrun import DagRunResult, new_dag
 
 RunDag = Callable[..., DagRunResult]
 

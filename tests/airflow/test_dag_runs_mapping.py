@@ -8,7 +8,7 @@ import pytest
 from airflow.sdk import task
 
 from airflow_atomic_store import AtomicClaimOperator, AtomicStore, AtomicUpdateOperator
-from tests.airflow.dagrun import DagRunResult, new_dag
+from devkit.dagrun import DagRunResult, new_dag
 
 RunDag = Callable[..., DagRunResult]
 PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]

@@ -14,7 +14,7 @@ from airflow_atomic_store import (
     AtomicUpdateOperator,
     AtomicUpsertOperator,
 )
-from tests.airflow.dagrun import DagRunResult, new_dag
+from devkit.dagrun import DagRunResult, new_dag
 from tests.support.airflow_stats import RecordingStatsLogger, Sent, recorded_stats
 
 RunDag = Callable[..., DagRunResult]

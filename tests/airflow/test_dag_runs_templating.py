@@ -11,7 +11,7 @@ from airflow.sdk import task
 from airflow_atomic_store import AtomicClaimOperator, AtomicStore, AtomicUpdateOperator
 from airflow_atomic_store import AtomicUpsertOperator as Upsert
 from airflow_atomic_store.timestamps import format_timestamp, parse_timestamp
-from tests.airflow.dagrun import DagRunResult, new_dag
+from devkit.dagrun import DagRunResult, new_dag
 
 RunDag = Callable[..., DagRunResult]
 ORDER = "{{ ti.xcom_pull(task_ids='produce')['order'] }}"

@@ -14,7 +14,7 @@ import pytest
 from airflow.sdk import task
 
 from airflow_atomic_store import AtomicClaimOperator, AtomicStore, SpecError
-from tests.airflow.dagrun import DagRunResult, new_dag
+from devkit.dagrun import DagRunResult, new_dag
 from tests.support import late_writer
 
 RunDag = Callable[..., DagRunResult]

@@ -20,7 +20,7 @@ from airflow_atomic_store import (
     SpecError,
     StoreUnavailableError,
 )
-from tests.support.postgres_server import PostgresServer
+from devkit.postgres_server import PostgresServer
 
 
 def define(monkeypatch: pytest.MonkeyPatch, conn_id: str, value: str | dict) -> None:

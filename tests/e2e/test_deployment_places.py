@@ -18,8 +18,8 @@ import psutil
 import psycopg
 import pytest
 
+from devkit.postgres_server import PostgresServer
 from e2e.deployment import SERVER_ELSEWHERE, reap_previous_run
-from tests.support.postgres_server import PostgresServer
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Fixtures for running the example DAGs end to end (both backends).
 
 ``airflow_workers``  (session) warm Airflow worker processes, forked from one warmed-up
-                     zygote (tests/support/airflow_workers.py), for the tests that
+                     zygote (devkit/airflow_workers.py), for the tests that
                      need DAG runs in several processes at once. When any collected
                      test needs it, the zygote starts with the first test of this
                      directory, so its warm-up overlaps the single-process tests
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.airflow_workers import AirflowWorkers
+from devkit.airflow_workers import AirflowWorkers
 
 _NEEDS_WORKERS = pytest.StashKey[bool]()
 WORKERS = 3

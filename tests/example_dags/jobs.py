@@ -1,4 +1,4 @@
-"""Jobs that warm Airflow workers (tests/support/airflow_workers.py) run for the race tests.
+"""Jobs that warm Airflow workers (devkit/airflow_workers.py) run for the race tests.
 
 Each job runs example DAGs with ``dag.test()`` in the worker's own process and
 returns plain data (``DagRunResult``) for the test to check. A distinct ``run_after``
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.airflow.dagrun import DagRunResult, run_dag_test
-from tests.example_dags.examples import example_dag
-from tests.support.airflow_workers import unique_run_after
+from devkit.airflow_workers import unique_run_after
+from devkit.dagrun import DagRunResult, run_dag_test
+from devkit.examples import example_dag
 
 
 def run_example(dag_id: str, conf: dict[str, Any], times: int = 1) -> list[DagRunResult]:

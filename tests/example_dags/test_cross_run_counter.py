@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_atomic_store import AtomicStore
-from tests.airflow.dagrun import DagRunResult
-from tests.example_dags.examples import example_dag
+from devkit.dagrun import DagRunResult
+from devkit.examples import example_dag
 
 RunDag = Callable[..., DagRunResult]
 

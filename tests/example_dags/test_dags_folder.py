@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.example_dags.examples import EXAMPLE_DAGS, example_dags
+from devkit.examples import EXAMPLE_DAGS, example_dags
 
 DAG_IDS = [
     "cross_run_counter",

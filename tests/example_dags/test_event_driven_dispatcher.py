@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_atomic_store.triggers import ClaimableRowsTrigger
-from tests.airflow.dagrun import DagRunResult
-from tests.example_dags.examples import example_dag, stored_rows
+from devkit.dagrun import DagRunResult
+from devkit.examples import example_dag, stored_rows
 
 RunDag = Callable[..., DagRunResult]
 

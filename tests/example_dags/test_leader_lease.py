@@ -11,8 +11,8 @@ import pytest
 
 from airflow_atomic_store import AtomicStore
 from airflow_atomic_store.timestamps import shifted
-from tests.airflow.dagrun import DagRunResult
-from tests.example_dags.examples import example_dag
+from devkit.dagrun import DagRunResult
+from devkit.examples import example_dag
 
 RunDag = Callable[..., DagRunResult]
 QUICK = {"steps": 2, "step_seconds": 0.05, "ttl_seconds": 30}

@@ -14,8 +14,8 @@ from airflow.sdk import task
 
 from airflow_atomic_store import AtomicClaimOperator, AtomicStore, AtomicStoreHook
 from airflow_atomic_store.timestamps import shifted
-from tests.airflow.dagrun import DagRunResult, new_dag
-from tests.example_dags.examples import airflow_metadata, example_dag, example_dags, stored_rows
+from devkit.dagrun import DagRunResult, new_dag
+from devkit.examples import airflow_metadata, example_dag, example_dags, stored_rows
 
 RunDag = Callable[..., DagRunResult]
 

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from itertools import combinations, pairwise
 from typing import Any
 
-from tests.airflow.dagrun import DagRunResult
-from tests.example_dags.examples import example_dag, stored_rows
+from devkit.airflow_workers import AirflowWorkers
+from devkit.dagrun import DagRunResult
+from devkit.examples import example_dag, stored_rows
 from tests.example_dags.jobs import drain_until_empty, run_example
-from tests.support.airflow_workers import AirflowWorkers
 
 RunDag = Callable[..., DagRunResult]
 

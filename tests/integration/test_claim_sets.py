@@ -17,9 +17,9 @@ from psycopg.types.json import Jsonb
 
 from airflow_atomic_store import AtomicStore, SpecError
 from airflow_atomic_store.spec import evaluate, parse_where
+from devkit.processes import run_in_processes
 from tests.support import workers
 from tests.support.physical import PHYSICAL_TABLE, index_names
-from tests.support.processes import run_in_processes
 
 PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
 STALE = [

@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 
 from airflow_atomic_store import AtomicStore
+from devkit.processes import run_in_processes
 from tests.support import workers
-from tests.support.processes import run_in_processes
 
 PROCESSES = 8
 

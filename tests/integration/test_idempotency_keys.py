@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from airflow_atomic_store import AtomicStore, IdempotencyKeyError, SpecError
+from devkit.processes import run_in_processes
 from tests.support.physical import give_all_rows_the_same_timestamps
-from tests.support.processes import run_in_processes
 
 PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
 INCREMENT = [{"field": "n", "operation": "increment", "value": 1}]

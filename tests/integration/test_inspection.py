@@ -366,8 +366,8 @@ def test_each_stats_call_describes_one_moment_while_a_worker_drains_the_queue(
     store: AtomicStore, store_url: str
 ) -> None:
     """Counts, in-flight count and in-flight list agree in every call (one snapshot)."""
+    from devkit.processes import run_in_processes
     from tests.support.inspection_workers import play
-    from tests.support.processes import run_in_processes
 
     total = 120
     for n in range(total):

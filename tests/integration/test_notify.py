@@ -10,7 +10,7 @@ from psycopg import sql
 
 from airflow_atomic_store import AtomicStore, SpecError
 from airflow_atomic_store.store.notify import channel_for
-from tests.support.postgres_server import PostgresServer
+from devkit.postgres_server import PostgresServer
 
 pytestmark = pytest.mark.postgres
 

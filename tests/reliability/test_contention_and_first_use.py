@@ -32,9 +32,9 @@ from airflow_atomic_store.store.dialects.postgres_schema import (
     SCHEMA_LOCK_ID,
     table_ddl,
 )
+from devkit.processes import run_in_processes
 from tests.reliability import workers
 from tests.reliability.support import scaled
-from tests.support.processes import run_in_processes
 
 PROCESSES = 8
 

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from airflow_atomic_store import AtomicStore, StoreUnavailableError
+from devkit.postgres_server import PostgresServer
+from devkit.processes import run_in_processes
 from tests.reliability import workers
 from tests.reliability.support import scaled
-from tests.support.postgres_server import PostgresServer
-from tests.support.processes import run_in_processes
 
 pytestmark = pytest.mark.postgres
 

@@ -25,8 +25,8 @@ from airflow_atomic_store import (
     ConnectionConfigError,
     StoreUnavailableError,
 )
+from devkit.postgres_server import PostgresServer
 from tests.support.physical import PHYSICAL_TABLE
-from tests.support.postgres_server import PostgresServer
 
 
 def test_an_unreachable_database_is_a_retryable_error(unreachable_url: str) -> None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 
 from airflow_atomic_store import AtomicStore
+from devkit.processes import run_in_processes
 from tests.reliability import workers
-from tests.support.processes import run_in_processes
 
 ROWS = 1000
 VALUE_BYTES = 20_000

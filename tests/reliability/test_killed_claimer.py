@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from airflow_atomic_store import AtomicStore, timestamps
+from devkit.processes import run_in_processes
 from tests.reliability import workers
 from tests.reliability.support import scaled
-from tests.support.processes import run_in_processes
 
 TABLE = "jobs"
 RESCUERS = 3

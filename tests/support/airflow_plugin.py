@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from tests.airflow.dagrun import DagRunResult, run_dag_test  # imports airflow lazily
+from devkit.dagrun import DagRunResult, run_dag_test  # imports airflow lazily
 
 _HOME = Path(tempfile.mkdtemp(prefix="atomic-airflow-home-"))
 if "airflow" in sys.modules:  # pragma: no cover - a guard, not a code path

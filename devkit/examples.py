@@ -2,8 +2,8 @@
 
 Airflow puts the DAGs folder on ``sys.path`` (so the DAG files can import their
 shared helper, ``_queue_processing``) and imports every DAG file; this does the
-same, once per process, and looks DAGs up by id. The ``make demo`` script uses it
-too. Import it only after ``AIRFLOW_HOME`` is set: loading DAGs imports Airflow.
+same, once per process, and looks DAGs up by id, for the tests and ``make demo``.
+Import it only after ``AIRFLOW_HOME`` is set: loading DAGs imports Airflow.
 ``stored_rows`` reads back what the DAGs wrote, for the tests' assertions;
 ``airflow_metadata`` what Airflow kept of a run (XComs, rendered fields).
 """
@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-EXAMPLE_DAGS = Path(__file__).resolve().parents[2] / "example_dags"
+EXAMPLE_DAGS = Path(__file__).resolve().parents[1] / "example_dags"
 
 
 @cache

@@ -1,4 +1,4 @@
-"""Run a DAG defined in a test with ``dag.test()`` and read back what happened.
+"""Run a DAG with ``dag.test()`` and read back what happened (tests, benchmarks, the demo).
 
 ``dag.test()`` only runs DAGs that are serialised in the metadata DB, and it does
 not raise when a task fails, so this module does both halves: serialise first,

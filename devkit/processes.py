@@ -4,7 +4,7 @@ Each process is a fresh interpreter (``spawn``), so it opens its own store and
 its own database connection, exactly as separate Airflow workers would. The
 target is called as ``target(barrier, *args)``: it sets up (opens the store,
 connects), calls ``barrier.wait()`` and only then does the contended work, so
-the processes really overlap. No pytest import: benchmarks reuse this.
+the processes really overlap. No pytest import: the tests and the benchmarks share it.
 """
 
 from __future__ import annotations

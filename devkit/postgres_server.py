@@ -10,8 +10,8 @@ user owns.
         url = server.create_database("case_1")   # postgresql://postgres@127.0.0.1:PORT/case_1
         ...
 
-Nothing here imports pytest: benchmarks and harnesses use it too. Every
-failure raises ``PostgresServerError`` carrying the tail of the server log.
+Nothing here imports pytest: the tests, the benchmarks, the e2e deployment
+and the demo share it. Every failure raises ``PostgresServerError`` carrying the tail of the server log.
 """
 
 from __future__ import annotations

@@ -115,7 +115,7 @@ def _warm_up() -> None:
     """Run a one-task DAG, so that every code path of a DAG run is imported and built."""
     from airflow.sdk import task
 
-    from tests.airflow.dagrun import new_dag, run_dag_test
+    from devkit.dagrun import new_dag, run_dag_test
 
     with new_dag("airflow_worker_warm_up") as dag:
 

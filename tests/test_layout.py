@@ -1,0 +1,96 @@
+"""What may import what: the harness and the tools stand on their own, the package on nothing.
+
+``devkit/`` is what the tests, the benchmarks, the e2e run and the demo share, so it
+must not lean on any of them; the tools must not lean on the tests; the shipped package
+on none of these. Read from the source (every ``import``, also those inside functions,
+and module names given as strings, as for ``python -m``), not from ``sys.modules``: a
+lazy import that a run did not reach still counts. What importing ``devkit`` loads is
+seen in a fresh interpreter: spawned children import it before Airflow is configured.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = ("bench", "e2e", "scripts")
+#: A dotted module name in a string, as ``python -m tests.support.late_writer`` takes it.
+MODULE_STRING = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+
+
+def _imported(source: str, package: tuple[str, ...]) -> Iterator[tuple[int, str]]:
+    """``(line, module)`` for every module ``source`` (a module of ``package``) imports."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolved against the file's own package
+                base = package[: len(package) - node.level + 1]
+                yield node.lineno, ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                yield node.lineno, node.module or ""
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and MODULE_STRING.match(node.value)
+        ):
+            yield node.lineno, node.value
+
+
+def _imports_of(top: str, forbidden: tuple[str, ...]) -> list[str]:
+    sources = sorted((ROOT / top).rglob("*.py"))
+    assert sources, f"no Python files under {top}/"
+    return [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in sources
+        for line, module in _imported(path.read_text(), path.relative_to(ROOT).parts[:-1])
+        if module.split(".")[0] in forbidden
+    ]
+
+
+def test_the_harness_imports_none_of_the_tests_tools_or_scripts() -> None:
+    assert _imports_of("devkit", ("tests", *TOOLS)) == []
+
+
+def test_the_harness_imports_neither_pytest_nor_airflow_when_imported() -> None:
+    modules = sorted(f"devkit.{path.stem}" for path in (ROOT / "devkit").glob("[!_]*.py"))
+    probe = (
+        f"import sys\nimport {', '.join(modules)}\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'airflow', 'pytest', 'tests'}))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_the_benchmarks_e2e_and_the_demo_import_nothing_from_the_tests(tool: str) -> None:
+    assert _imports_of(tool, ("tests",)) == []
+
+
+@pytest.mark.parametrize("shipped", ["airflow_atomic_store", "example_dags"])
+def test_the_package_imports_neither_the_harness_nor_the_tests_nor_the_tools(shipped: str) -> None:
+    assert _imports_of(shipped, ("devkit", "tests", *TOOLS)) == []
+
+
+def test_the_import_reader_sees_lazy_relative_and_module_string_imports() -> None:
+    source = (
+        "import json\n"
+        "def later():\n"
+        "    from tests.support import workers\n"
+        "    from .dagrun import new_dag\n"
+        "    from . import processes\n"
+        "    return ['python', '-m', 'bench.airflow_dispatch']\n"
+    )
+    found = {module for _, module in _imported(source, ("devkit",))}
+    assert found == {"json", "tests.support", "devkit.dagrun", "devkit", "bench.airflow_dispatch"}
