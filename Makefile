@@ -9,6 +9,9 @@ STAMP := $(VENV)/.install.stamp
 # The contributor extras every target needs (pyproject: the suite builds the docs, make test
 # lints first); a user's `pip install airflow-atomic-store` pulls none of them.
 DEV_EXTRAS := test,lint,docs
+# pytest-xdist processes for `make test` (each starts its own PostgreSQL server and
+# Airflow home); a test file stays in one process. make test TEST_PROCESSES=1 for one.
+TEST_PROCESSES ?= 2
 
 # The first python >= 3.10 found, unless PYTHON is given.
 PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; do \
@@ -84,7 +87,7 @@ fmt: venv
 # `python -m pytest` (not the pytest script) keeps spawned worker processes light.
 # Exit code 5 means "no tests collected", which is not a failure here.
 test: venv postgres-binaries lint
-	$(BIN)/python -m pytest; status=$$?; \
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; \
 	exit $$status
 

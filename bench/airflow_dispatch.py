@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from devkit.airflow_home import dag_test_environment
+
 CONN_ID = "atomic_bench"
 TABLE = "pending_ops"
 PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
@@ -29,15 +31,7 @@ MINE = [{"field": "claimedBy", "operator": "equals", "value": "{{ atomic.executi
 def _isolated_home() -> Path:
     home = Path(tempfile.mkdtemp(prefix="atomic-bench-airflow-"))
     (home / "dags").mkdir()
-    os.environ.update(
-        {
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-        }
-    )
+    os.environ.update(dag_test_environment(home, AIRFLOW__LOGGING__LOGGING_LEVEL="WARNING"))
     return home
 
 

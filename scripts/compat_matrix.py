@@ -89,18 +89,6 @@ BEFORE_3_2 = {
     ),
 }
 
-# 3.2.2's dag.test() does not run a task here with any dependency set tried (see
-# compat/constraints-3.2.txt), so only what needs no DAG run is tested on it.
-NO_DAG_TEST = (
-    "3.2.2's dag.test() cannot run a task here: its in-process execution API loses its "
-    "service registry with svcs 26.2 and hangs at task start with svcs 25.1"
-)
-ON_3_2 = {
-    "tests/airflow/test_compat.py::test_the_fail_exception_fails_a_task_at_once": NO_DAG_TEST,
-    "tests/airflow/test_dag_runs_": NO_DAG_TEST,
-    "tests/example_dags": NO_DAG_TEST,
-}
-
 # Airflow 3.0's own BaseHook looks connections up through a path it deprecates itself.
 OLD_CONNECTION_LOOKUP = "ignore:Using Connection.get_connection_from_secrets from"
 LEAKED_BY_AIRFLOW_3_0 = (
@@ -117,7 +105,7 @@ ON_3_0 = {
 LINES = [
     Line("3.0", ["-W", OLD_BRANCH_ALIAS, "-W", OLD_CONNECTION_LOOKUP], ON_3_0),
     Line("3.1", ["-W", OLD_BRANCH_ALIAS], BEFORE_3_2),
-    Line("3.2", [], ON_3_2),
+    Line("3.2"),
     Line("3.3"),
 ]
 # A line whose tests take longer than this has hung (a DAG run waiting forever).

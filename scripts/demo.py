@@ -34,18 +34,17 @@ def prepare() -> None:
     shutil.rmtree(DEMO, ignore_errors=True)
     for directory in (HOME / "dags", DEMO / "tmp"):
         directory.mkdir(parents=True)
-    os.environ.update(
-        {
-            "AIRFLOW_HOME": str(HOME),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(HOME / "dags"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{HOME / 'airflow.db'}",
-            "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(HOME / "logs"),
-            "AIRFLOW_CONN_ATOMIC_STORE_DEFAULT": f"sqlite:///{STORE}",
-            "TMPDIR": str(DEMO / "tmp"),
-        }
-    )
     sys.path.insert(0, str(PROJECT))  # devkit/ holds the DAG-run helpers the demo shares
+    from devkit.airflow_home import dag_test_environment
+
+    os.environ.update(
+        dag_test_environment(
+            HOME,
+            AIRFLOW__LOGGING__BASE_LOG_FOLDER=str(HOME / "logs"),
+            AIRFLOW_CONN_ATOMIC_STORE_DEFAULT=f"sqlite:///{STORE}",
+            TMPDIR=str(DEMO / "tmp"),
+        )
+    )
 
 
 @contextmanager

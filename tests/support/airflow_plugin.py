@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from devkit.airflow_home import dag_test_environment
 from devkit.dagrun import DagRunResult, run_dag_test  # imports airflow lazily
 
 _HOME = Path(tempfile.mkdtemp(prefix="atomic-airflow-home-"))
@@ -37,15 +38,7 @@ if "airflow" in sys.modules:  # pragma: no cover - a guard, not a code path
         "airflow was imported before tests/support/airflow_plugin.py could point AIRFLOW_HOME "
         "at a throwaway directory; do not import airflow before tests/conftest.py is loaded"
     )
-os.environ.update(
-    {
-        "AIRFLOW_HOME": str(_HOME),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(_HOME / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_HOME / 'airflow.db'}",
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-    }
-)
+os.environ.update(dag_test_environment(_HOME, AIRFLOW__LOGGING__LOGGING_LEVEL="INFO"))
 (_HOME / "dags").mkdir()
 atexit.register(shutil.rmtree, _HOME, ignore_errors=True)
 
