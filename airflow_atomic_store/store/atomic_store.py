@@ -54,7 +54,7 @@ _BACKENDS: dict[str, Callable[..., Backend]] = {}
 
 
 def _sqlite(url: str, **options: Any) -> Backend:
-    from airflow_atomic_store.store.dialects.sqlite import SqliteBackend, path_from_url
+    from airflow_atomic_store.store.sqlite.backend import SqliteBackend, path_from_url
 
     options.pop("lock_timeout", None)
     options.pop("statement_timeout", None)
@@ -65,7 +65,7 @@ def _sqlite(url: str, **options: Any) -> Backend:
 def _postgres(url: str, **options: Any) -> Backend:
     import psycopg
 
-    from airflow_atomic_store.store.dialects.postgres import PostgresBackend
+    from airflow_atomic_store.store.postgres.backend import PostgresBackend
 
     options.pop("busy_timeout", None)
     parsed = parse_postgres_url(url)
@@ -199,7 +199,7 @@ class AtomicStore:
         """
         if dialect not in ("postgresql", "postgres"):
             raise SpecError("dialect", f"connection factories are for PostgreSQL, got {dialect!r}")
-        from airflow_atomic_store.store.dialects.postgres import PostgresBackend
+        from airflow_atomic_store.store.postgres.backend import PostgresBackend
 
         return cls.from_backend(
             PostgresBackend(

@@ -33,19 +33,19 @@ from airflow_atomic_store.spec.values import dumps
 from airflow_atomic_store.store.backend import ClaimSetGone, Row, check_storage_table
 from airflow_atomic_store.store.claim_sets import ChosenSet, Origin, StoredSet, stored_set
 from airflow_atomic_store.store.compiler import WhereCompiler, order_sql
-from airflow_atomic_store.store.dialects.sqlite_mutations import (
+from airflow_atomic_store.store.receipts import Receipt
+from airflow_atomic_store.store.snapshot import Snapshot
+from airflow_atomic_store.store.sqlite.mutations import (
     in_claim_order,
     json_set_params,
     json_set_sql,
     plain_fields,
 )
-from airflow_atomic_store.store.dialects.sqlite_where import (
+from airflow_atomic_store.store.sqlite.where import (
     SqliteWhere,
     literal,
     register_functions,
 )
-from airflow_atomic_store.store.receipts import Receipt
-from airflow_atomic_store.store.snapshot import Snapshot
 
 DEFAULT_BUSY_TIMEOUT = 60.0
 #: Compiled selections a backend keeps (``SqliteBackend._compile_select``).
@@ -115,7 +115,7 @@ _STATEMENTS = {
         "row_number() OVER (ORDER BY {order}) AS n FROM {source} "
         "WHERE {table_filter} AND {where} ORDER BY {order} LIMIT ?)"
     ),
-    # The fast paths (store/dialects/sqlite_mutations.py): ``{mutation}`` is a json_set.
+    # The fast paths (store/sqlite/mutations.py): ``{mutation}`` is a json_set.
     "claim_update": (
         "UPDATE {table} SET value = {mutation}, record_timestamp = ? "
         f"WHERE rowid IN ({_PICK}) RETURNING key, value, created_at"
@@ -325,7 +325,7 @@ class SqliteBackend:
 
     def snapshot(self) -> AbstractContextManager[Snapshot]:
         """Read-only inspection queries in one read transaction (``sqlite_inspect.py``)."""
-        from airflow_atomic_store.store.dialects.sqlite_inspect import snapshot
+        from airflow_atomic_store.store.sqlite.inspect import snapshot
 
         return snapshot(self._transaction(write=False), self._table, self._where)
 

@@ -1,28 +1,29 @@
-"""PostgreSQL's inspection queries (``store/snapshot.py``) in one read-only transaction.
+"""SQLite's inspection queries (``store/snapshot.py``), read in one ``BEGIN`` … ``COMMIT``.
 
-``REPEATABLE READ READ ONLY``: every figure of one call comes from the same
-snapshot, and the server itself refuses a write inside it.
+The snapshot also turns on ``PRAGMA query_only`` for its length, so SQLite
+itself refuses any write a change here might slip in.
 """
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any
 
-import psycopg
-
 from airflow_atomic_store.spec import Condition
 from airflow_atomic_store.store.compiler import WhereCompiler
-from airflow_atomic_store.store.dialects.postgres_where import literal, path_sql
 from airflow_atomic_store.store.snapshot import Claim, StoredRow
+from airflow_atomic_store.store.sqlite.where import literal, path_sql
+from airflow_atomic_store.timestamps import parse_timestamp
 
 
 def _string_at(field: str) -> str:
-    """The top-level ``field`` when it holds a JSON string, else NULL (byte order)."""
+    """The top-level ``field`` when it holds a JSON string, else NULL."""
     path = path_sql((field,))
-    return f"(CASE WHEN {path.type} = 'string' THEN {path.text} END) COLLATE \"C\""
+    return f"(CASE WHEN {path.type} = 'text' THEN {path.text} END)"
 
 
 _STATUS = _string_at("status")
@@ -32,26 +33,28 @@ _CLAIMED_BY = _string_at("claimedBy")
 _STATEMENTS = {
     "tables": "SELECT table_name, count(*) FROM {table} GROUP BY table_name",
     "statuses": (
-        f"SELECT {_STATUS}, count(*) FROM {{table}} AS r WHERE r.table_name = %s GROUP BY 1"
+        f"SELECT {_STATUS}, count(*) FROM {{table}} AS r WHERE r.table_name = ? GROUP BY 1"
     ),
     "count": "SELECT count(*) FROM {table} AS r WHERE {table_filter} AND {where}",
     "oldest": "SELECT min(r.created_at) FROM {table} AS r WHERE {table_filter} AND {where}",
     "claims": (
         f"SELECT r.key, {_CLAIMED_AT}, {_CLAIMED_BY} FROM {{table}} AS r "
         "WHERE {table_filter} AND {where} "
-        f'ORDER BY {_CLAIMED_AT} IS NULL, {_CLAIMED_AT}, r.key COLLATE "C" LIMIT %s'
+        f"ORDER BY {_CLAIMED_AT} IS NULL, {_CLAIMED_AT}, r.key LIMIT ?"
     ),
     "rows": (
         "SELECT r.key, r.value, r.created_at, r.record_timestamp FROM {table} AS r "
-        "WHERE {table_filter} AND {where} ORDER BY r.created_at, r.key LIMIT %s OFFSET %s"
+        "WHERE {table_filter} AND {where} ORDER BY r.created_at, r.key LIMIT ? OFFSET ?"
     ),
 }
 
 
-class PostgresSnapshot:
-    def __init__(self, cursor: psycopg.Cursor[Any], storage_table: str, where: WhereCompiler):
-        self._cursor = cursor
-        self._table = storage_table  # already quoted as an identifier by the backend
+class SqliteSnapshot:
+    def __init__(
+        self, connection: sqlite3.Connection, storage_table: str, where: WhereCompiler
+    ) -> None:
+        self._connection = connection
+        self._table = storage_table
         self._where = where
 
     def _run(
@@ -67,19 +70,19 @@ class PostgresSnapshot:
         if inline:  # a literal table name too, so a claimable set's predicate is provable
             table_filter, head = f"r.table_name = {literal(table)}", []
         else:
-            table_filter, head = "r.table_name = %s", [table]
+            table_filter, head = "r.table_name = ?", [table]
         statement = _STATEMENTS[kind].format(
             table=self._table, table_filter=table_filter, where=where_sql
         )
-        return self._cursor.execute(statement.encode(), (*head, *params, *tail)).fetchall()
+        return self._connection.execute(statement, (*head, *params, *tail)).fetchall()
 
     def table_counts(self) -> list[tuple[str, int]]:
         statement = _STATEMENTS["tables"].format(table=self._table)
-        return [(name, count) for name, count in self._cursor.execute(statement.encode())]
+        return [(name, count) for name, count in self._connection.execute(statement)]
 
     def status_counts(self, table: str) -> list[tuple[str | None, int]]:
-        statement = _STATEMENTS["statuses"].format(table=self._table).encode()
-        return [(status, count) for status, count in self._cursor.execute(statement, (table,))]
+        statement = _STATEMENTS["statuses"].format(table=self._table)
+        return [(status, count) for status, count in self._connection.execute(statement, (table,))]
 
     def count(
         self, table: str, where: Sequence[Condition], match: str, inline: Collection[int] = ()
@@ -89,8 +92,8 @@ class PostgresSnapshot:
     def oldest_created(
         self, table: str, where: Sequence[Condition], match: str, inline: Collection[int] = ()
     ) -> datetime | None:
-        oldest: datetime | None = self._run("oldest", table, where, match, inline)[0][0]
-        return oldest
+        (oldest,) = self._run("oldest", table, where, match, inline)[0]
+        return None if oldest is None else parse_timestamp(oldest)
 
     def claims(
         self,
@@ -107,20 +110,26 @@ class PostgresSnapshot:
         self, table: str, where: Sequence[Condition], match: str, limit: int, offset: int
     ) -> list[StoredRow]:
         rows = self._run("rows", table, where, match, tail=(limit, offset))
-        return [StoredRow(*row) for row in rows]
+        return [
+            StoredRow(key, json.loads(value), parse_timestamp(created), parse_timestamp(updated))
+            for key, value, created, updated in rows
+        ]
 
 
 def snapshot(
-    cursor: AbstractContextManager[psycopg.Cursor[Any]],
+    transaction: AbstractContextManager[sqlite3.Connection],
     storage_table: str,
     where: WhereCompiler,
-) -> AbstractContextManager[PostgresSnapshot]:
-    """A snapshot on the backend's connection, inside a transaction of its own."""
+) -> AbstractContextManager[SqliteSnapshot]:
+    """A snapshot inside the backend's read transaction (``BEGIN``, not ``BEGIN IMMEDIATE``)."""
 
     @contextmanager
-    def opened() -> Iterator[PostgresSnapshot]:
-        with cursor as cur, cur.connection.transaction():
-            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            yield PostgresSnapshot(cur, storage_table, where)
+    def opened() -> Iterator[SqliteSnapshot]:
+        with transaction as connection:
+            connection.execute("PRAGMA query_only = ON")
+            try:
+                yield SqliteSnapshot(connection, storage_table, where)
+            finally:
+                connection.execute("PRAGMA query_only = OFF")
 
     return opened()

@@ -34,11 +34,10 @@ from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.store.backend import Row, check_storage_table
 from airflow_atomic_store.store.claim_sets import ChosenSet, Origin, StoredSet
 from airflow_atomic_store.store.compiler import WhereCompiler, order_sql
-from airflow_atomic_store.store.dialects import postgres_claim_sets as claim_sets
-from airflow_atomic_store.store.dialects import postgres_receipts as receipts
-from airflow_atomic_store.store.dialects import postgres_schema as schema
-from airflow_atomic_store.store.dialects.postgres_json import jsonb
-from airflow_atomic_store.store.dialects.postgres_where import (
+from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, NOTIFY_MODES, channel_for
+from airflow_atomic_store.store.postgres import claim_sets, receipts, schema
+from airflow_atomic_store.store.postgres.jsonb import jsonb
+from airflow_atomic_store.store.postgres.where import (
     PostgresWhere,
     literal,
     path_sql,
@@ -46,7 +45,6 @@ from airflow_atomic_store.store.dialects.postgres_where import (
     substitute_positional,
     without_placeholders,
 )
-from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, NOTIFY_MODES, channel_for
 from airflow_atomic_store.store.receipts import Receipt
 from airflow_atomic_store.store.snapshot import Snapshot
 from airflow_atomic_store.store.urls import scrub
@@ -226,7 +224,7 @@ class PostgresBackend:
 
     def snapshot(self) -> AbstractContextManager[Snapshot]:
         """Read-only inspection queries in one transaction (``postgres_inspect.py``)."""
-        from airflow_atomic_store.store.dialects.postgres_inspect import snapshot
+        from airflow_atomic_store.store.postgres.inspect import snapshot
 
         return snapshot(self._cursor(many_rows=True), self._table, self._where)
 
