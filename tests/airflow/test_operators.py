@@ -93,11 +93,9 @@ def test_constructors_are_keyword_only() -> None:
 def test_operators_are_importable_from_every_documented_path() -> None:
     from airflow_atomic_store import operators
     from airflow_atomic_store.hooks import AtomicStoreHook
-    from airflow_atomic_store.operators import atomic
 
     for name in ("AtomicUpdateOperator", "AtomicClaimOperator", "AtomicUpsertOperator"):
         assert getattr(airflow_atomic_store, name) is getattr(operators, name)
-        assert getattr(atomic, name) is getattr(operators, name)
     assert airflow_atomic_store.AtomicStoreHook is AtomicStoreHook
 
 
