@@ -127,16 +127,12 @@ class PostgresBackend:
         return connection
 
     def _ensure_schema(self, connection: psycopg.Connection[Any]) -> None:
-        """Create what is missing, checking again under the schema lock.
+        """Create what is missing, checking again (afresh) under the schema lock.
 
-        The second check matters beyond saving work: a process that queued
-        behind the creator must not then run ``CREATE INDEX IF NOT EXISTS`` on
-        the existing table. That statement takes a share lock on the table,
-        which waits for any ``CREATE INDEX CONCURRENTLY`` (``ensure_claim_index``)
-        in progress, while that build waits for every transaction queued on the
-        schema lock: a deadlock, seen in CI with eight processes' first calls.
-        The check must read the catalogs afresh, not the session's catalog
-        cache, or it repeats the first check's "missing" (see ``SCHEMA_PROBE``).
+        A process that queued behind the creator must not then run ``CREATE INDEX
+        IF NOT EXISTS`` on the existing table: its share lock waits for a ``CREATE
+        INDEX CONCURRENTLY`` in progress, which waits for the sessions queued on the
+        schema lock, a deadlock.
         """
         tables = schema.schema_tables(self._table_name)
         missing_tables, functions_missing = self._schema_missing(connection, list(tables))
@@ -223,7 +219,7 @@ class PostgresBackend:
                 self._connection = None
 
     def snapshot(self) -> AbstractContextManager[Snapshot]:
-        """Read-only inspection queries in one transaction (``postgres_inspect.py``)."""
+        """Read-only inspection queries in one transaction (``inspect.py``)."""
         from airflow_atomic_store.store.postgres.inspect import snapshot
 
         return snapshot(self._cursor(many_rows=True), self._table, self._where)

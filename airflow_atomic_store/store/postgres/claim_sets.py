@@ -29,10 +29,7 @@ BUILD_LOCK_ID = schema.SCHEMA_LOCK_ID + 1
 #: is tried again later, so a claim never waits long behind someone's transaction.
 AUTOMATIC_LOCK_WAIT = "2s"
 
-INDEX_VALID = (
-    "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-    "WHERE c.relname = %s AND pg_table_is_visible(c.oid)"
-)
+INDEX_VALID = schema.sql_file("index_valid.sql")
 
 _LOAD = (
     "SELECT s.name, s.spec, s.origin, s.problem, i.indisvalid "

@@ -7,7 +7,7 @@ process; concurrent writers wait on the busy timeout instead of failing with
 compiled SQL and mutations run through the reference ``apply``, so SQLite's
 mutation semantics are the oracle's by construction; the exception is a list
 of top-level ``set``s, which ``json_set`` computes exactly, so that claim or
-update is one ``UPDATE … RETURNING`` (``sqlite_mutations.py``).
+update is one ``UPDATE … RETURNING`` (``mutations.py``).
 """
 
 from __future__ import annotations
@@ -324,7 +324,7 @@ class SqliteBackend:
                 self._connection = None
 
     def snapshot(self) -> AbstractContextManager[Snapshot]:
-        """Read-only inspection queries in one read transaction (``sqlite_inspect.py``)."""
+        """Read-only inspection queries in one read transaction (``inspect.py``)."""
         from airflow_atomic_store.store.sqlite.inspect import snapshot
 
         return snapshot(self._transaction(write=False), self._table, self._where)
