@@ -41,8 +41,8 @@ class PostgresConnection:
         self._table_name = table_name
         self._settings = timeouts
         self._connection: psycopg.Connection[Any] | None = None
-        # One cursor for the connection's life (a cursor per call cost a measurable
-        # share of a primitive's client time). Calls are serialised by the lock.
+        # One cursor for the connection's life, cheaper than one per call; calls are
+        # serialised by the lock.
         self._reused_cursor: psycopg.Cursor[Any]
         self._lock = threading.RLock()
 
