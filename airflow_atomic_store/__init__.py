@@ -22,7 +22,7 @@ from airflow_atomic_store.store import AtomicStore
 
 if TYPE_CHECKING:
     from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
-    from airflow_atomic_store.operators.atomic import (
+    from airflow_atomic_store.operators import (
         AtomicClaimOperator,
         AtomicUpdateOperator,
         AtomicUpsertOperator,
@@ -50,9 +50,9 @@ __all__ = [
 
 _LAZY = {
     "AtomicStoreHook": "airflow_atomic_store.hooks.atomic_store",
-    "AtomicUpdateOperator": "airflow_atomic_store.operators.atomic",
-    "AtomicClaimOperator": "airflow_atomic_store.operators.atomic",
-    "AtomicUpsertOperator": "airflow_atomic_store.operators.atomic",
+    "AtomicUpdateOperator": "airflow_atomic_store.operators",
+    "AtomicClaimOperator": "airflow_atomic_store.operators",
+    "AtomicUpsertOperator": "airflow_atomic_store.operators",
 }
 
 

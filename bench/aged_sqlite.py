@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from airflow_atomic_store import AtomicStore
-from airflow_atomic_store.store.dialects.sqlite import path_from_url
+from airflow_atomic_store.store.sqlite.backend import path_from_url
 from bench import loading
 from bench.environment import BenchEnvironment
 from bench.handwritten import SQLITE_PARTIAL_INDEX, HandwrittenSqlite

@@ -122,7 +122,7 @@ def _require_sqlite_file(url: str) -> None:
     """Inspecting must not create a store: a SQLite path that does not exist is an error."""
     if url.split("://", 1)[0].split("+", 1)[0] != "sqlite" or "://" not in url:
         return
-    from airflow_atomic_store.store.dialects.sqlite import path_from_url
+    from airflow_atomic_store.store.sqlite.backend import path_from_url
 
     path = Path(path_from_url(url))
     if not path.is_file():

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from airflow_atomic_store.compat import AirflowNotFoundException, BaseHook
 from airflow_atomic_store.exceptions import ConnectionConfigError
@@ -17,8 +18,44 @@ if TYPE_CHECKING:
     from airflow.sdk import Connection
 
 SUPPORTED_CONN_TYPES = ("postgres", "sqlite")
+#: The store's verbs the hook answers (each is ``AtomicStore``'s own method).
+STORE_VERBS = (
+    "atomic_update",
+    "atomic_claim",
+    "atomic_upsert",
+    "count",
+    "get",
+    "put",
+    "delete",
+    "query",
+    "ensure_claim_index",
+    "claim_sets",
+    "drop_claim_set",
+    "explain_claim",
+)
 _EXAMPLE_SQLITE_URI = "sqlite:////abs/path/store.db"
 _EXAMPLE_POSTGRES_URI = "postgresql://user:password@host:5432/dbname"
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _store_verb(
+    method: Callable[Concatenate[AtomicStore, _P], _R],
+) -> Callable[Concatenate[AtomicStoreHook, _P], _R]:
+    """The hook's ``method``: the store's own, called on :attr:`AtomicStoreHook.store`.
+
+    ``functools.wraps`` carries the store's signature and docstring over, so the hook
+    shows (``inspect.signature``, ``help()``) exactly what the store declares.
+    """
+
+    @functools.wraps(method)
+    def verb(self: AtomicStoreHook, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return method(self.store, *args, **kwargs)
+
+    verb.__qualname__ = f"AtomicStoreHook.{method.__name__}"
+    return verb
 
 
 class AtomicStoreHook(BaseHook):
@@ -33,13 +70,18 @@ class AtomicStoreHook(BaseHook):
       file path goes in the connection's host, or in the URI path:
       ``AIRFLOW_CONN_ATOMIC_STORE_DEFAULT='sqlite:////abs/path/store.db'``.
 
-    The hook offers every method of :class:`~airflow_atomic_store.AtomicStore`
-    (``atomic_update``, ``atomic_claim``, ``atomic_upsert``, ``get``, ``put``,
-    ``delete``, ``query``), so a ``@task`` can use it directly::
+    :meth:`get_conn` (or :attr:`store`) hands out the
+    :class:`~airflow_atomic_store.AtomicStore`. For a ``@task``'s convenience the hook
+    also answers the store's verbs (:data:`STORE_VERBS`), which are the store's own
+    methods with the store's signatures, not copies::
 
         @task
         def enqueue(op_id: str, payload: dict) -> None:
             AtomicStoreHook().put("pending_ops", op_id, {"status": "pending", "payload": payload})
+
+    Inside a task, pass ``execution_id=execution_id(get_current_context())`` (from
+    :mod:`airflow_atomic_store.templating`) to ``atomic_claim`` so the default
+    ``claimedBy`` is the DAG run, as with the operator.
 
     The store is opened on first use and kept for the hook's lifetime; call
     :meth:`close` (or use the hook as a context manager) to release it early.
@@ -90,152 +132,20 @@ class AtomicStoreHook(BaseHook):
             self.close()
         return True, "the atomic store answered"
 
-    # -- the store's verbs (same signatures as AtomicStore) -------------------------------------
+    # -- the store's verbs: derived from AtomicStore's, never restated ----------------------
 
-    def atomic_update(
-        self,
-        table: str,
-        key: str,
-        *,
-        where: Any = None,
-        match: str = "all",
-        mutations: Any,
-        return_fields: Sequence[str] | None = None,
-        idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
-        """Compare-and-set one row; see ``AtomicStore.atomic_update``."""
-        return self.store.atomic_update(
-            table,
-            key,
-            where=where,
-            match=match,
-            mutations=mutations,
-            return_fields=return_fields,
-            idempotency_key=idempotency_key,
-        )
-
-    def atomic_claim(
-        self,
-        table: str,
-        *,
-        where: Any = None,
-        match: str = "all",
-        mutations: Any = None,
-        order_by: str = "createdAt",
-        direction: str = "asc",
-        limit: int = 10,
-        return_fields: Sequence[str] | None = None,
-        execution_id: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
-        """Claim up to ``limit`` matching rows; see ``AtomicStore.atomic_claim``.
-
-        Inside a task, pass ``execution_id=execution_id(get_current_context())`` (from
-        :mod:`airflow_atomic_store.templating`) so the default ``claimedBy`` is the
-        DAG run, as with the operator.
-        """
-        return self.store.atomic_claim(
-            table,
-            where=where,
-            match=match,
-            mutations=mutations,
-            order_by=order_by,
-            direction=direction,
-            limit=limit,
-            return_fields=return_fields,
-            execution_id=execution_id,
-            idempotency_key=idempotency_key,
-        )
-
-    def atomic_upsert(
-        self,
-        table: str,
-        key: str,
-        *,
-        insert_value: dict[str, Any],
-        mutations: Any = (),
-        return_fields: Sequence[str] | None = None,
-        idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
-        """Insert if absent, else mutate; see ``AtomicStore.atomic_upsert``."""
-        return self.store.atomic_upsert(
-            table,
-            key,
-            insert_value=insert_value,
-            mutations=mutations,
-            return_fields=return_fields,
-            idempotency_key=idempotency_key,
-        )
-
-    def count(
-        self, table: str, where: Any = None, match: str = "all", *, at_most: int = 1000
-    ) -> int:
-        """How many rows match ``where``, at most ``at_most``; see ``AtomicStore.count``."""
-        return self.store.count(table, where, match, at_most=at_most)
-
-    def get(self, table: str, key: str) -> dict[str, Any] | None:
-        """The row's value, or None."""
-        return self.store.get(table, key)
-
-    def put(self, table: str, key: str, value: dict[str, Any]) -> None:
-        """Create or replace a row's whole value."""
-        self.store.put(table, key, value)
-
-    def delete(self, table: str, key: str) -> bool:
-        """Delete a row; True if it existed."""
-        return self.store.delete(table, key)
-
-    def query(
-        self,
-        table: str,
-        where: Any = None,
-        match: str = "all",
-        order_by: str = "createdAt",
-        direction: str = "asc",
-        limit: int = 100,
-    ) -> list[dict[str, Any]]:
-        """Read up to ``limit`` rows matching ``where`` as ``{key, value}`` dicts."""
-        return self.store.query(
-            table, where=where, match=match, order_by=order_by, direction=direction, limit=limit
-        )
-
-    def ensure_claim_index(
-        self, *, table: str, where: Any, match: str = "all", order_by: str = "createdAt"
-    ) -> str:
-        """Declare a claimable set; see ``AtomicStore.ensure_claim_index``."""
-        return self.store.ensure_claim_index(
-            table=table, where=where, match=match, order_by=order_by
-        )
-
-    def claim_sets(self, table: str | None = None) -> list[dict[str, Any]]:
-        """The store's claimable sets; see ``AtomicStore.claim_sets``."""
-        return self.store.claim_sets(table)
-
-    def drop_claim_set(self, name: str) -> bool:
-        """Drop a claimable set; see ``AtomicStore.drop_claim_set``."""
-        return self.store.drop_claim_set(name)
-
-    def explain_claim(
-        self,
-        table: str,
-        *,
-        where: Any = None,
-        match: str = "all",
-        order_by: str = "createdAt",
-        direction: str = "asc",
-        limit: int = 10,
-        generic: bool = False,
-    ) -> str:
-        """The plan of a claim's row selection; see ``AtomicStore.explain_claim``."""
-        return self.store.explain_claim(
-            table,
-            where=where,
-            match=match,
-            order_by=order_by,
-            direction=direction,
-            limit=limit,
-            generic=generic,
-        )
+    atomic_update = _store_verb(AtomicStore.atomic_update)
+    atomic_claim = _store_verb(AtomicStore.atomic_claim)
+    atomic_upsert = _store_verb(AtomicStore.atomic_upsert)
+    count = _store_verb(AtomicStore.count)
+    get = _store_verb(AtomicStore.get)
+    put = _store_verb(AtomicStore.put)
+    delete = _store_verb(AtomicStore.delete)
+    query = _store_verb(AtomicStore.query)
+    ensure_claim_index = _store_verb(AtomicStore.ensure_claim_index)
+    claim_sets = _store_verb(AtomicStore.claim_sets)
+    drop_claim_set = _store_verb(AtomicStore.drop_claim_set)
+    explain_claim = _store_verb(AtomicStore.explain_claim)
 
     # -- connection handling ----------------------------------------------------------------
 
@@ -259,6 +169,7 @@ def _open_store(conn_id: str, conn: Connection) -> AtomicStore:
             "postgresql", connector, secrets=(conn.password or "",), **options
         )
     if conn_type == "sqlite":
+        _refuse_unused_extras(conn_id, conn)
         return AtomicStore(f"sqlite:///{_sqlite_path(conn_id, conn)}", **options)
     raise ConnectionConfigError(
         f"connection {conn_id!r} has type {conn.conn_type!r}; the atomic store supports "
@@ -284,6 +195,16 @@ def _store_options(conn_id: str, conn: Connection) -> dict[str, Any]:
     if "notify" in extras:  # writes | all | off; the store validates it
         options["notify"] = extras["notify"]
     return options
+
+
+def _refuse_unused_extras(conn_id: str, conn: Connection) -> None:
+    """A SQLite connection has no driver to pass extras to: an unknown one would be lost."""
+    unused = sorted(set(conn.extra_dejson) - set(STORE_EXTRAS))
+    if unused:
+        raise ConnectionConfigError(
+            f"connection {conn_id!r} (sqlite): the atomic store cannot use the extra(s) "
+            f"{', '.join(unused)}; a SQLite connection takes {', '.join(STORE_EXTRAS)}"
+        )
 
 
 def _without_store_extras(conn: Connection) -> Connection:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, MutableMapping, Sequence
 from functools import cached_property
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import jinja2
@@ -18,6 +20,7 @@ from airflow_atomic_store.exceptions import (
 )
 from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
 from airflow_atomic_store.metrics import PrimitiveMetrics
+from airflow_atomic_store.store import AtomicStore
 from airflow_atomic_store.templating import (
     AtomicNamespace,
     ensure_namespace,
@@ -36,6 +39,12 @@ _FINAL_ERRORS: dict[type[Exception], str] = {
     IdempotencyKeyError: "idempotency key reused",
     AccessDeniedError: "access denied",
 }
+
+
+def store_defaults(verb: str) -> Mapping[str, Any]:
+    """``AtomicStore.<verb>``'s keyword defaults: an operator's defaults are the store's."""
+    parameters = inspect.signature(getattr(AtomicStore, verb)).parameters.values()
+    return MappingProxyType({p.name: p.default for p in parameters if p.default is not p.empty})
 
 
 class BaseAtomicOperator(BaseOperator, SkipMixin):

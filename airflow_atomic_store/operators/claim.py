@@ -6,15 +6,17 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator, XComArg
+from airflow.sdk import XComArg
 
 from airflow_atomic_store import timestamps
 from airflow_atomic_store.exceptions import SpecError
 from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
-from airflow_atomic_store.operators.base import BaseAtomicOperator
+from airflow_atomic_store.operators.base import BaseAtomicOperator, store_defaults
+from airflow_atomic_store.operators.claimed_rows import ClaimedRowsOperator, own_task_id
 from airflow_atomic_store.spec.watch import parse_seconds
 from airflow_atomic_store.templating import AtomicNamespace
 
+_DEFAULTS = store_defaults("atomic_claim")
 #: The longest ``wait_timeout``: 30 days.
 _WAIT_BOUNDS = (0.0, 30 * 86_400.0)
 #: Airflow's own deferral timeout is the trigger's deadline plus this: it only
@@ -116,12 +118,12 @@ class AtomicClaimOperator(BaseAtomicOperator):
     def __init__(
         self,
         *,
-        where: Sequence[Mapping[str, Any]] | None = None,
-        match: str = "all",
-        mutations: Sequence[Mapping[str, Any]] | None = None,
-        order_by: str = "createdAt",
-        direction: str = "asc",
-        limit: int = 10,
+        where: Sequence[Mapping[str, Any]] | None = _DEFAULTS["where"],
+        match: str = _DEFAULTS["match"],
+        mutations: Sequence[Mapping[str, Any]] | None = _DEFAULTS["mutations"],
+        order_by: str = _DEFAULTS["order_by"],
+        direction: str = _DEFAULTS["direction"],
+        limit: int = _DEFAULTS["limit"],
         deferrable: bool = False,
         wait_timeout: timedelta | float | None = None,
         poll_interval: float = 2.0,
@@ -259,7 +261,7 @@ class AtomicClaimOperator(BaseAtomicOperator):
             if isinstance(task, ClaimedRowsOperator) and task.claim_task_id == self.task_id:
                 return task
         rows = ClaimedRowsOperator(
-            task_id=f"{_own_id(self)}_claimed",
+            task_id=f"{own_task_id(self)}_claimed",
             claim_task_id=self.task_id,
             claim_result=self.output,
             dag=self.dag,
@@ -269,43 +271,9 @@ class AtomicClaimOperator(BaseAtomicOperator):
         return rows
 
 
-class ClaimedRowsOperator(BaseOperator):
-    """Return a claim's ``claimed`` rows as this task's own return value.
-
-    Airflow can only map over a whole return value; this task is what
-    :attr:`AtomicClaimOperator.claimed` adds so that the rows can be mapped over.
-
-    :param claim_task_id: task id of the claim.
-    :param claim_result: the claim's result dict (usually ``claim.output``; templated).
-    """
-
-    template_fields: Sequence[str] = ("claim_result",)
-    ui_color = "#ebf5fb"
-
-    def __init__(self, *, claim_task_id: str, claim_result: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.claim_task_id = claim_task_id
-        self.claim_result = claim_result
-
-    def execute(self, context: Context) -> list[dict[str, Any]]:
-        result = self.claim_result or {}
-        rows = list(result.get("claimed") or ())
-        self.log.info("passing on %d row(s) claimed by %s", len(rows), self.claim_task_id)
-        return rows
-
-
 def row_key(row: Mapping[str, Any]) -> Any:
     """The key of a claimed ``{key, value}`` row."""
     return row["key"]
-
-
-def _own_id(task: BaseOperator) -> str:
-    """The task id without its task group's prefix (the group adds it back)."""
-    group = task.task_group
-    prefix = f"{group.group_id}." if group is not None and group.group_id else ""
-    if prefix and group is not None and group.prefix_group_id:
-        return task.task_id.removeprefix(prefix)
-    return task.task_id
 
 
 def _round_key(key: str | None, round: int) -> str | None:

@@ -6,8 +6,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
-from airflow_atomic_store.operators.base import BaseAtomicOperator
+from airflow_atomic_store.operators.base import BaseAtomicOperator, store_defaults
 from airflow_atomic_store.templating import AtomicNamespace
+
+_DEFAULTS = store_defaults("atomic_update")
 
 
 class AtomicUpdateOperator(BaseAtomicOperator):
@@ -62,8 +64,8 @@ class AtomicUpdateOperator(BaseAtomicOperator):
         *,
         key: str,
         mutations: Sequence[Mapping[str, Any]],
-        where: Sequence[Mapping[str, Any]] | None = None,
-        match: str = "all",
+        where: Sequence[Mapping[str, Any]] | None = _DEFAULTS["where"],
+        match: str = _DEFAULTS["match"],
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)

@@ -6,8 +6,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
-from airflow_atomic_store.operators.base import BaseAtomicOperator
+from airflow_atomic_store.operators.base import BaseAtomicOperator, store_defaults
 from airflow_atomic_store.templating import AtomicNamespace
+
+_DEFAULTS = store_defaults("atomic_upsert")
 
 
 class AtomicUpsertOperator(BaseAtomicOperator):
@@ -54,7 +56,7 @@ class AtomicUpsertOperator(BaseAtomicOperator):
         *,
         key: str,
         insert_value: dict[str, Any],
-        mutations: Sequence[Mapping[str, Any]] = (),
+        mutations: Sequence[Mapping[str, Any]] = _DEFAULTS["mutations"],
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)

@@ -15,7 +15,6 @@ from airflow_atomic_store.spec.conditions import (
     parse_where,
 )
 from airflow_atomic_store.spec.mutations import OPERATIONS, Mutation, apply, parse_mutations
-from airflow_atomic_store.spec.operators import ALIASES, OPERATORS, Operator
 from airflow_atomic_store.spec.options import (
     CLAIM_LIMIT,
     ORDER_COLUMNS,
@@ -29,6 +28,7 @@ from airflow_atomic_store.spec.options import (
     project,
 )
 from airflow_atomic_store.spec.paths import MISSING, FieldPath, parse_path, resolve
+from airflow_atomic_store.spec.predicates import ALIASES, OPERATORS, Operator
 from airflow_atomic_store.spec.values import (
     check_json,
     check_object,

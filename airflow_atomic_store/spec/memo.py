@@ -1,8 +1,8 @@
 """Parse a spec once: results of pure parsers remembered by a frozen form of the raw spec.
 
 A dispatcher claims with the same ``where`` and marks rows done with the same
-``mutations`` thousands of times; parsing and validating them was a fifth of a
-SQLite claim's Python time (docs/benchmarks.md, issue 10). Parsing is pure, so
+``mutations`` thousands of times, and parsing them showed in a claim's profile
+(docs/benchmarks.md). Parsing is pure, so
 its result can be reused for an equal spec, provided "equal" is strict enough
 that the parser could not have answered differently:
 

@@ -63,10 +63,8 @@ class FieldPath:
         return first
 
 
-#: Paths parsed before, by text. DAGs use a handful of fields over and over, and
-#: parsing was a visible share of a primitive's client time. Bounded so that
-#: generated field names cannot grow it without limit; errors are never cached
-#: (their message names the field of the spec they came from).
+#: Paths parsed before, by text: DAGs use a handful of fields over and over. Bounded,
+#: so generated field names cannot grow it; errors are not cached (they name the field).
 _parsed: dict[str, FieldPath] = {}
 _PARSED_LIMIT = 4096
 

@@ -10,34 +10,28 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
-from functools import lru_cache
 from types import TracebackType
 from typing import Any
 
-from airflow_atomic_store import timestamps
 from airflow_atomic_store.exceptions import SpecError
 from airflow_atomic_store.spec import (
-    CLAIM_LIMIT,
-    QUERY_LIMIT,
-    Mutation,
     check_object,
     check_text,
     parse_key,
-    parse_limit,
     parse_match,
     parse_mutations,
-    parse_ordering,
-    parse_path,
     parse_return_fields,
     parse_table,
     parse_where,
     project,
 )
-from airflow_atomic_store.spec.claim_sets import parse_claim_set
-from airflow_atomic_store.spec.memo import Memo
+from airflow_atomic_store.store.arguments import claim_options, required_mutations, with_replayed
 from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE, Backend, ClaimSetGone
+from airflow_atomic_store.store.claim_defaults import DEFAULT_WRITTEN, default_claim_mutations
 from airflow_atomic_store.store.claim_sets import ClaimSetCatalog
 from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, parse_notify
+from airflow_atomic_store.store.opening import open_backend
+from airflow_atomic_store.store.queue_views import QueueViews
 from airflow_atomic_store.store.receipts import (
     DEFAULT_RETENTION_SECONDS,
     PURGE_BATCH,
@@ -47,64 +41,11 @@ from airflow_atomic_store.store.receipts import (
     parse_idempotency_key,
     parse_retention,
 )
+from airflow_atomic_store.store.row_verbs import RowVerbs
 from airflow_atomic_store.store.snapshot import Snapshot
-from airflow_atomic_store.store.urls import parse_postgres_url, redact_url
-
-_BACKENDS: dict[str, Callable[..., Backend]] = {}
 
 
-def _sqlite(url: str, **options: Any) -> Backend:
-    from airflow_atomic_store.store.dialects.sqlite import SqliteBackend, path_from_url
-
-    options.pop("lock_timeout", None)
-    options.pop("statement_timeout", None)
-    options.pop("notify", None)  # SQLite has no notifications: its triggers poll
-    return SqliteBackend(path_from_url(url), **options)
-
-
-def _postgres(url: str, **options: Any) -> Backend:
-    import psycopg
-
-    from airflow_atomic_store.store.dialects.postgres import PostgresBackend
-
-    options.pop("busy_timeout", None)
-    parsed = parse_postgres_url(url)
-    secrets = () if parsed.password is None else (parsed.password,)
-    return PostgresBackend(lambda: psycopg.connect(parsed.dsn), secrets=secrets, **options)
-
-
-_BACKENDS.update({"sqlite": _sqlite, "postgresql": _postgres, "postgres": _postgres})
-
-
-_CLAIM_PATHS = {name: parse_path(name, field=name) for name in ("status", "claimedAt", "claimedBy")}
-_IN_FLIGHT = Mutation(_CLAIM_PATHS["status"], "set", "in_flight")
-#: The fields the default mutations write (the automatic claimable set's test).
-_DEFAULT_WRITTEN = frozenset(_CLAIM_PATHS)
-
-
-@lru_cache(maxsize=256)
-def _claimed_by(execution_id: str) -> Mutation:
-    return Mutation(_CLAIM_PATHS["claimedBy"], "set", execution_id)
-
-
-def default_claim_mutations(execution_id: str, *, reused_id: bool = False) -> tuple[Mutation, ...]:
-    """status → in_flight, claimedAt → now, claimedBy → the execution id.
-
-    Built on paths parsed once: this runs on every claim, and re-parsing three
-    fixed mutations was most of a claim's Python time (docs/benchmarks.md);
-    only ``claimedAt`` is new per call, and with ``reused_id`` (an id the
-    caller passes on every call) the ``claimedBy`` mutation is remembered.
-    The caller has validated ``execution_id`` (a non-empty, storable string).
-    """
-    by = (
-        _claimed_by(execution_id)
-        if reused_id
-        else Mutation(_CLAIM_PATHS["claimedBy"], "set", execution_id)
-    )
-    return (_IN_FLIGHT, Mutation(_CLAIM_PATHS["claimedAt"], "set", timestamps.now()), by)
-
-
-class AtomicStore:
+class AtomicStore(RowVerbs, QueueViews):
     """Three atomic primitives plus plain get/put/delete/query over one table.
 
     :param url: ``sqlite:////abs/path.db`` (embedded, one machine) or
@@ -115,6 +56,10 @@ class AtomicStore:
     :param statement_timeout: PostgreSQL only: seconds before a statement is
         cancelled with a retryable error (default: no limit).
     :param busy_timeout: SQLite only: seconds a writer waits for the lock.
+
+    An option the URL's backend cannot honour (``lock_timeout`` on SQLite,
+    ``busy_timeout`` on PostgreSQL…) is a :class:`SpecError` naming the option
+    to use there instead.
     :param auto_claim_sets: let the store declare a claimable set (a partial
         index holding only the matching rows) the first time it serves a claim
         whose ``equals``/``in`` conditions are on fields the claim itself sets
@@ -126,6 +71,7 @@ class AtomicStore:
         in the same statement, so that a ``ClaimableRowsTrigger`` wakes at once:
         ``"writes"`` (put, update, upsert; the default), ``"all"`` (claims too) or
         ``"off"`` (triggers then rely on their poll). See docs/backends.md.
+        None (not given) is ``"writes"``.
     """
 
     def __init__(
@@ -138,24 +84,16 @@ class AtomicStore:
         busy_timeout: float | None = None,
         auto_claim_sets: bool = True,
         receipt_retention: float = DEFAULT_RETENTION_SECONDS,
-        notify: str = DEFAULT_NOTIFY,
+        notify: str | None = None,
     ) -> None:
-        scheme = url.split("://", 1)[0].split("+", 1)[0] if "://" in url else ""
-        factory = _BACKENDS.get(scheme)
-        if factory is None:
-            raise SpecError(
-                "url",
-                f"unsupported store URL {redact_url(url)!r}; use sqlite:///… or postgresql://…",
-            )
-        options: dict[str, Any] = {
+        options = {
             "storage_table": storage_table,
             "lock_timeout": lock_timeout,
             "statement_timeout": statement_timeout,
-            "notify": parse_notify(notify),
+            "busy_timeout": busy_timeout,
+            "notify": notify,
         }
-        if busy_timeout is not None:
-            options["busy_timeout"] = busy_timeout
-        self._use(factory(url, **options), auto_claim_sets, receipt_retention)
+        self._use(open_backend(url, options), auto_claim_sets, receipt_retention)
 
     def _use(self, backend: Backend, auto_claim_sets: bool, receipt_retention: float) -> None:
         if not isinstance(auto_claim_sets, bool):
@@ -189,7 +127,7 @@ class AtomicStore:
         auto_claim_sets: bool = True,
         receipt_retention: float = DEFAULT_RETENTION_SECONDS,
         secrets: Sequence[str] = (),
-        notify: str = DEFAULT_NOTIFY,
+        notify: str | None = None,
     ) -> AtomicStore:
         """A PostgreSQL store whose connections come from ``connect()``.
 
@@ -199,7 +137,7 @@ class AtomicStore:
         """
         if dialect not in ("postgresql", "postgres"):
             raise SpecError("dialect", f"connection factories are for PostgreSQL, got {dialect!r}")
-        from airflow_atomic_store.store.dialects.postgres import PostgresBackend
+        from airflow_atomic_store.store.postgres.backend import PostgresBackend
 
         return cls.from_backend(
             PostgresBackend(
@@ -208,86 +146,11 @@ class AtomicStore:
                 lock_timeout=lock_timeout,
                 statement_timeout=statement_timeout,
                 secrets=tuple(secret for secret in secrets if secret),
-                notify=parse_notify(notify),
+                notify=parse_notify(DEFAULT_NOTIFY if notify is None else notify),
             ),
             auto_claim_sets=auto_claim_sets,
             receipt_retention=receipt_retention,
         )
-
-    # -- plain verbs ---------------------------------------------------------
-
-    def put(self, table: str, key: str, value: dict[str, Any]) -> None:
-        """Create or replace a row; a replaced row keeps its place in FIFO order."""
-        self._backend.put(parse_table(table), parse_key(key), check_object(value, "value"))
-
-    def get(self, table: str, key: str) -> dict[str, Any] | None:
-        return self._backend.get(parse_table(table), parse_key(key))
-
-    def delete(self, table: str, key: str) -> bool:
-        return self._backend.delete(parse_table(table), parse_key(key))
-
-    def query(
-        self,
-        table: str,
-        where: Any = None,
-        match: str = "all",
-        order_by: str = "createdAt",
-        direction: str = "asc",
-        limit: int = 100,
-    ) -> list[dict[str, Any]]:
-        table = parse_table(table)
-        conditions, mode = parse_where(where), parse_match(match)
-        ordering = parse_ordering(order_by, direction)
-        count = parse_limit(limit, QUERY_LIMIT)
-        if ordering.column == "record_timestamp":
-            self._claim_sets.ensure_record_order()
-        rows = self._backend.query(table, conditions, mode, ordering, count)
-        return [{"key": key, "value": value} for key, value in rows]
-
-    def count(
-        self,
-        table: str,
-        where: Any = None,
-        match: str = "all",
-        *,
-        at_most: int = 1000,
-    ) -> int:
-        """How many rows of ``table`` match ``where``, counting at most ``at_most``.
-
-        What a trigger asks before waking a dispatcher ("is there work?"): capped, so
-        it never walks a whole queue, and through the claimable set that a claim
-        with the same filter would use, so it skips the rows already consumed.
-        Nothing is locked or claimed.
-        """
-        return int(self.backlog(table, where, match, at_most=at_most)["count"])
-
-    def backlog(
-        self,
-        table: str,
-        where: Any = None,
-        match: str = "all",
-        *,
-        at_most: int = 1000,
-    ) -> dict[str, Any]:
-        """``{"count": n, "first": key}``: :meth:`count`, and the key a FIFO claim takes next.
-
-        ``first`` is None when nothing matches. A trigger compares it between
-        counts: a different first key means the queue's head was consumed, even
-        if as many rows arrived meanwhile and the count did not move.
-        """
-        table = parse_table(table)
-        conditions, mode = parse_where(where), parse_match(match)
-        cap = parse_limit(at_most, QUERY_LIMIT, field="at_most")
-        ordering = parse_ordering("createdAt", "asc")
-        chosen = self._claim_sets.for_claim(
-            table, conditions, mode, ordering.column, may_declare=False
-        )
-        try:
-            count, first = self._backend.count(table, conditions, mode, ordering, cap, chosen)
-        except ClaimSetGone:
-            self._claim_sets.forget(table)
-            count, first = self._backend.count(table, conditions, mode, ordering, cap)
-        return {"count": count, "first": first}
 
     # -- atomic primitives ---------------------------------------------------
 
@@ -310,12 +173,12 @@ class AtomicStore:
         """
         table, key = parse_table(table), parse_key(key)
         conditions, mode = parse_where(where), parse_match(match)
-        parsed = _required_mutations(mutations, "mutations")
+        parsed = required_mutations(mutations, "mutations")
         fields = parse_return_fields(return_fields)
         receipt = self._receipt(idempotency_key, "update", table, key)
         value, replayed = self._backend.update(table, key, conditions, mode, parsed, receipt)
         result = {"updated": value is not None, "value": project(value, fields), "key": key}
-        return _with_replayed(result, receipt, replayed)
+        return with_replayed(result, receipt, replayed)
 
     def atomic_claim(
         self,
@@ -339,7 +202,7 @@ class AtomicStore:
         With ``idempotency_key`` a repeated call claims nothing more and returns
         the batch the first call claimed.
         """
-        table, conditions, mode, ordering, count, fields = _claim_options(
+        table, conditions, mode, ordering, count, fields = claim_options(
             (table, where, match, order_by, direction, limit, return_fields), "claim"
         )
         if mutations is None:
@@ -352,9 +215,9 @@ class AtomicStore:
                 parsed = default_claim_mutations(execution_id, reused_id=True)
             else:
                 parsed = default_claim_mutations(f"claim-{uuid.uuid4()}")
-            written: Collection[str] = _DEFAULT_WRITTEN
+            written: Collection[str] = DEFAULT_WRITTEN
         else:
-            parsed = _required_mutations(mutations, "mutations")
+            parsed = required_mutations(mutations, "mutations")
             written = {mutation.path.top_level for mutation in parsed}
         receipt = self._receipt(idempotency_key, "claim", table, "")
         chosen = self._claim_sets.for_claim(
@@ -373,7 +236,7 @@ class AtomicStore:
             claimed = [{"key": key, "value": value} for key, value in rows]
         else:
             claimed = [{"key": key, "value": project(value, fields)} for key, value in rows]
-        return _with_replayed({"claimed": claimed, "count": len(claimed)}, receipt, replayed)
+        return with_replayed({"claimed": claimed, "count": len(claimed)}, receipt, replayed)
 
     def atomic_upsert(
         self,
@@ -399,7 +262,7 @@ class AtomicStore:
         receipt = self._receipt(idempotency_key, "upsert", table, key)
         (inserted, stored), replayed = self._backend.upsert(table, key, value, parsed, receipt)
         result = {"inserted": inserted, "value": project(stored, fields), "key": key}
-        return _with_replayed(result, receipt, replayed)
+        return with_replayed(result, receipt, replayed)
 
     # -- idempotency receipts ------------------------------------------------
 
@@ -414,82 +277,6 @@ class AtomicStore:
             self._backend.purge_receipts(PURGE_BATCH)
         self._keyed_calls += 1
         return Receipt(key, primitive, table, target, self._receipt_retention)
-
-    # -- claimable sets ------------------------------------------------------
-
-    def ensure_claim_index(
-        self,
-        *,
-        table: str,
-        where: Any,
-        match: str = "all",
-        order_by: str = "createdAt",
-    ) -> str:
-        """Declare a claimable set: the rows of ``table`` that a queue's claims take from.
-
-        A claim marks rows in place, so a queue's table keeps every row it ever
-        consumed. The store builds a partial index holding only the rows that
-        match ``where`` (e.g. ``status equals pending``), in ``order_by`` order,
-        and every claim whose filter includes these conditions walks that index
-        instead of the table's history. Conditions are ``equals``,
-        ``not_equals``, ``in``, ``not_in``, ``exists`` or ``not_exists`` on
-        strings, integers, booleans or null. Idempotent and safe from many
-        processes; on PostgreSQL built ``CONCURRENTLY``, so writers are never
-        blocked. Returns the index name; :meth:`claim_sets` lists the sets.
-        """
-        claim_set = parse_claim_set(parse_table(table), where, match, order_by)
-        return self._claim_sets.declare(claim_set).name
-
-    def claim_sets(self, table: str | None = None) -> list[dict[str, Any]]:
-        """Every claimable set (of one table, or all): name, where, origin and state.
-
-        ``origin`` is ``declared`` (:meth:`ensure_claim_index`) or ``automatic``
-        (the store's own, see ``auto_claim_sets``); ``state`` is ``ready``,
-        ``building`` or ``failed`` (with the ``problem``).
-        """
-        stored = self._claim_sets.listing(None if table is None else parse_table(table))
-        return [entry.to_json() for entry in stored]
-
-    def drop_claim_set(self, name: str) -> bool:
-        """Drop a claimable set and its index; True if it existed. Claims stay correct."""
-        if not isinstance(name, str) or not name:
-            raise SpecError("name", f"must be a claimable set's index name, got {name!r}")
-        return self._claim_sets.drop(name)
-
-    def explain_claim(
-        self,
-        table: str,
-        *,
-        where: Any = None,
-        match: str = "all",
-        order_by: str = "createdAt",
-        direction: str = "asc",
-        limit: int = 10,
-        generic: bool = False,
-    ) -> str:
-        """The database's query plan for a claim's row selection (nothing is claimed).
-
-        The statement is the one the claim would run now, claimable set
-        included, so the plan shows whether it walks the set's index. With
-        ``generic`` (PostgreSQL), the plan a repeated claim settles on, made
-        without the parameters' values.
-        """
-        table = parse_table(table)
-        conditions, mode = parse_where(where), parse_match(match)
-        ordering = parse_ordering(order_by, direction)
-        count = parse_limit(limit, CLAIM_LIMIT)
-        chosen = self._claim_sets.for_claim(
-            table, conditions, mode, ordering.column, may_declare=False
-        )
-        try:
-            return self._backend.explain_claim(
-                table, conditions, mode, ordering, count, chosen, generic=generic
-            )
-        except ClaimSetGone:
-            self._claim_sets.forget(table)
-            return self._backend.explain_claim(
-                table, conditions, mode, ordering, count, generic=generic
-            )
 
     def snapshot(self) -> AbstractContextManager[Snapshot]:
         """One read-only, consistent view for :class:`~airflow_atomic_store.inspection.StoreInspector`.
@@ -513,36 +300,3 @@ class AtomicStore:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def _with_replayed(
-    result: dict[str, Any], receipt: Receipt | None, replayed: bool
-) -> dict[str, Any]:
-    """Keyed calls say whether they applied (``replayed`` False) or replayed a receipt."""
-    if receipt is not None:
-        result["replayed"] = replayed
-    return result
-
-
-def _parse_claim_options(raw: tuple[Any, ...], *, field: str) -> tuple[Any, ...]:
-    """``atomic_claim``'s options but the mutations, parsed in the order errors are reported."""
-    table, where, match, order_by, direction, limit, return_fields = raw
-    return (
-        parse_table(table),
-        parse_where(where),
-        parse_match(match),
-        parse_ordering(order_by, direction),
-        parse_limit(limit, CLAIM_LIMIT),
-        parse_return_fields(return_fields),
-    )
-
-
-#: A dispatcher claims with the same options on every call: parsed once (``spec/memo.py``).
-_claim_options = Memo(_parse_claim_options)
-
-
-def _required_mutations(mutations: Any, field: str) -> tuple[Mutation, ...]:
-    parsed = parse_mutations(mutations, field=field)
-    if not parsed:
-        raise SpecError(field, "at least one mutation is required")
-    return parsed

@@ -1,4 +1,4 @@
-"""One compiler for ``where`` clauses; dialects supply the SQL per operator.
+"""One compiler for ``where`` clauses; each backend supplies the SQL per operator.
 
 The compiler walks the parsed spec once and produces a :class:`Fragment`:
 SQL text with the dialect's placeholders plus one parameter maker per

@@ -9,12 +9,16 @@ counted). A snapshot is one read-only transaction, so the figures of one
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_atomic_store.spec import Condition
+
+if TYPE_CHECKING:
+    from airflow_atomic_store.store.compiler import WhereCompiler
 
 
 @dataclass(frozen=True)
@@ -78,3 +82,134 @@ class Snapshot(Protocol):
     ) -> list[StoredRow]:
         """Matching rows in queue order (``created_at``, then key)."""
         ...
+
+
+@dataclass(frozen=True)
+class SnapshotDialect:
+    """What the backends' snapshots differ in: the same statements, spelled per backend.
+
+    :param placeholder: the driver's positional placeholder (``%s`` or ``?``).
+    :param string_type: the name the backend's JSON type test gives a string.
+    :param byte_order: appended to text that must sort by bytes, as Python does.
+    :param path_sql: the backend's compiled field path (``.type`` and ``.text``).
+    :param literal: the backend's SQL literal for a value (driver quoting).
+    :param execute: ``execute(handle, statement, params)`` -> every row; ``params``
+        None means a statement without placeholders (run as it is).
+    :param parse_time: a stored timestamp as an aware ``datetime``.
+    :param parse_value: a stored value as a dict.
+    """
+
+    placeholder: str
+    string_type: str
+    byte_order: str
+    path_sql: Callable[[tuple[str, ...]], Any]
+    literal: Callable[[Any], str]
+    execute: Callable[[Any, str, Sequence[Any] | None], list[Any]]
+    parse_time: Callable[[Any], datetime]
+    parse_value: Callable[[Any], dict[str, Any]]
+
+
+@lru_cache(maxsize=4)
+def _statements(dialect: SnapshotDialect) -> dict[str, str]:
+    def string_at(field: str) -> str:
+        """The top-level ``field`` when it holds a JSON string, else NULL."""
+        path = dialect.path_sql((field,))
+        text = f"(CASE WHEN {path.type} = '{dialect.string_type}' THEN {path.text} END)"
+        return text + dialect.byte_order
+
+    status, claimed_at, claimed_by = map(string_at, ("status", "claimedAt", "claimedBy"))
+    mark = dialect.placeholder
+    return {
+        "tables": "SELECT table_name, count(*) FROM {table} GROUP BY table_name",
+        "statuses": (
+            f"SELECT {status}, count(*) FROM {{table}} AS r WHERE r.table_name = {mark} GROUP BY 1"
+        ),
+        "count": "SELECT count(*) FROM {table} AS r WHERE {table_filter} AND {where}",
+        "oldest": "SELECT min(r.created_at) FROM {table} AS r WHERE {table_filter} AND {where}",
+        "claims": (
+            f"SELECT r.key, {claimed_at}, {claimed_by} FROM {{table}} AS r "
+            "WHERE {table_filter} AND {where} "
+            f"ORDER BY {claimed_at} IS NULL, {claimed_at}, r.key{dialect.byte_order} "
+            f"LIMIT {mark}"
+        ),
+        "rows": (
+            "SELECT r.key, r.value, r.created_at, r.record_timestamp FROM {table} AS r "
+            "WHERE {table_filter} AND {where} "
+            f"ORDER BY r.created_at, r.key LIMIT {mark} OFFSET {mark}"
+        ),
+    }
+
+
+class SqlSnapshot:
+    """:class:`Snapshot` over one backend's open read-only transaction."""
+
+    def __init__(
+        self, dialect: SnapshotDialect, handle: Any, storage_table: str, where: WhereCompiler
+    ) -> None:
+        self._dialect = dialect
+        self._statements = _statements(dialect)
+        self._handle = handle  # a psycopg cursor or a sqlite3 connection
+        self._table = storage_table  # already quoted as an identifier by the backend
+        self._where = where
+
+    def _execute(self, statement: str, params: Sequence[Any] | None = None) -> list[Any]:
+        return self._dialect.execute(self._handle, statement, params)
+
+    def _run(
+        self,
+        kind: str,
+        table: str,
+        where: Sequence[Condition] = (),
+        match: str = "all",
+        inline: Collection[int] = (),
+        tail: Sequence[Any] = (),
+    ) -> list[Any]:
+        where_sql, params = self._where.compile(where, match, inline)
+        if inline:  # a literal table name too, so a claimable set's predicate is provable
+            table_filter, head = f"r.table_name = {self._dialect.literal(table)}", []
+        else:
+            table_filter, head = f"r.table_name = {self._dialect.placeholder}", [table]
+        statement = self._statements[kind].format(
+            table=self._table, table_filter=table_filter, where=where_sql
+        )
+        return self._execute(statement, (*head, *params, *tail))
+
+    def table_counts(self) -> list[tuple[str, int]]:
+        statement = self._statements["tables"].format(table=self._table)
+        return [(name, count) for name, count in self._execute(statement)]
+
+    def status_counts(self, table: str) -> list[tuple[str | None, int]]:
+        statement = self._statements["statuses"].format(table=self._table)
+        return [(status, count) for status, count in self._execute(statement, (table,))]
+
+    def count(
+        self, table: str, where: Sequence[Condition], match: str, inline: Collection[int] = ()
+    ) -> int:
+        return int(self._run("count", table, where, match, inline)[0][0])
+
+    def oldest_created(
+        self, table: str, where: Sequence[Condition], match: str, inline: Collection[int] = ()
+    ) -> datetime | None:
+        (oldest,) = self._run("oldest", table, where, match, inline)[0]
+        return None if oldest is None else self._dialect.parse_time(oldest)
+
+    def claims(
+        self,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        limit: int,
+        inline: Collection[int] = (),
+    ) -> list[Claim]:
+        rows = self._run("claims", table, where, match, inline, (limit,))
+        return [Claim(key, at, by) for key, at, by in rows]
+
+    def rows(
+        self, table: str, where: Sequence[Condition], match: str, limit: int, offset: int
+    ) -> list[StoredRow]:
+        rows = self._run("rows", table, where, match, tail=(limit, offset))
+        parse_time, parse_value = self._dialect.parse_time, self._dialect.parse_value
+        return [
+            StoredRow(key, parse_value(value), parse_time(created), parse_time(updated))
+            for key, value, created, updated in rows
+        ]

@@ -6,6 +6,7 @@ environment variables, which is how each test defines its connection.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from collections.abc import Iterator
@@ -15,11 +16,13 @@ from urllib.parse import urlsplit
 import pytest
 
 from airflow_atomic_store import (
+    AtomicStore,
     AtomicStoreHook,
     ConnectionConfigError,
     SpecError,
     StoreUnavailableError,
 )
+from airflow_atomic_store.hooks.atomic_store import STORE_VERBS
 from devkit.postgres_server import PostgresServer
 
 
@@ -63,6 +66,23 @@ def test_the_hook_offers_every_verb_of_the_store(store_conn: str) -> None:
 
 
 PENDING = {"field": "status", "operator": "equals", "value": "pending"}
+
+
+def test_the_hooks_verbs_are_the_stores_with_the_stores_signatures() -> None:
+    """One declaration per verb: the hook derives each verb from AtomicStore's own."""
+    shared = {
+        name
+        for name in vars(AtomicStoreHook)
+        if not name.startswith("_") and name != "close" and hasattr(AtomicStore, name)
+    }
+    assert shared == set(STORE_VERBS)
+    hook = AtomicStoreHook()
+    for name in STORE_VERBS:
+        store_verb = getattr(AtomicStore, name)
+        assert inspect.signature(getattr(AtomicStoreHook, name)) == inspect.signature(store_verb)
+        unbound = list(inspect.signature(store_verb).parameters.values())
+        assert list(inspect.signature(getattr(hook, name)).parameters.values()) == unbound[1:]
+        assert getattr(AtomicStoreHook, name).__doc__ == store_verb.__doc__
 
 
 def test_the_default_connection_id_is_atomic_store_default(
@@ -254,6 +274,35 @@ def test_the_auto_claim_sets_extra_works_on_sqlite_and_is_validated(
     )
     with pytest.raises(ConnectionConfigError, match="auto_claim_sets"):
         AtomicStoreHook(conn_id="lite_bad").get("jobs", "j-1")
+
+
+def test_a_sqlite_connection_refuses_an_extra_the_store_cannot_use(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    """SQLite has no driver to pass extras on to: a lock_timeout extra would be lost."""
+    path = tmp_path / "store.db"
+    define(
+        monkeypatch,
+        "lite_extra",
+        {"conn_type": "sqlite", "host": str(path), "extra": {"lock_timeout": 5}},
+    )
+    with pytest.raises(ConnectionConfigError, match="lock_timeout") as raised:
+        AtomicStoreHook(conn_id="lite_extra").get("jobs", "j-1")
+    assert "'lite_extra' (sqlite)" in str(raised.value)
+    assert not path.exists()
+
+
+def test_a_notify_extra_is_for_postgres_connections_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    define(
+        monkeypatch,
+        "lite_notify",
+        {"conn_type": "sqlite", "host": str(tmp_path / "store.db"), "extra": {"notify": "all"}},
+    )
+    with pytest.raises(SpecError, match="SQLite backend does not support notify") as raised:
+        AtomicStoreHook(conn_id="lite_notify").get("jobs", "j-1")
+    assert raised.value.field == "notify"
 
 
 @pytest.mark.postgres

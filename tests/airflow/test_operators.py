@@ -9,6 +9,7 @@ internal ``_do_render_template_fields``), under both values of the DAG's
 from __future__ import annotations
 
 import datetime
+import inspect
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,6 +19,7 @@ from airflow.sdk import DAG, TaskGroup
 import airflow_atomic_store
 from airflow_atomic_store import (
     AtomicClaimOperator,
+    AtomicStore,
     AtomicUpdateOperator,
     AtomicUpsertOperator,
 )
@@ -93,12 +95,31 @@ def test_constructors_are_keyword_only() -> None:
 def test_operators_are_importable_from_every_documented_path() -> None:
     from airflow_atomic_store import operators
     from airflow_atomic_store.hooks import AtomicStoreHook
-    from airflow_atomic_store.operators import atomic
 
     for name in ("AtomicUpdateOperator", "AtomicClaimOperator", "AtomicUpsertOperator"):
         assert getattr(airflow_atomic_store, name) is getattr(operators, name)
-        assert getattr(atomic, name) is getattr(operators, name)
     assert airflow_atomic_store.AtomicStoreHook is AtomicStoreHook
+
+
+@pytest.mark.parametrize(
+    ("operator", "verb"),
+    [
+        (AtomicUpdateOperator, "atomic_update"),
+        (AtomicClaimOperator, "atomic_claim"),
+        (AtomicUpsertOperator, "atomic_upsert"),
+    ],
+)
+def test_an_operators_defaults_are_the_stores(operator: type, verb: str) -> None:
+    """The store declares each default once; an operator argument it shares takes it."""
+    store_parameters = inspect.signature(getattr(AtomicStore, verb)).parameters
+    shared = [
+        parameter
+        for name, parameter in inspect.signature(operator.__init__).parameters.items()
+        if name in store_parameters and parameter.default is not parameter.empty
+    ]
+    assert shared
+    for parameter in shared:
+        assert parameter.default == store_parameters[parameter.name].default, parameter.name
 
 
 def test_defaults_follow_the_spec() -> None:

@@ -7,7 +7,8 @@ For each ``WHERE_CASES`` entry the whole corpus is run through the backend
 twice — as an ``atomic_update`` guard on every row and as one ``atomic_claim``
 over the table — and each outcome must be exactly what ``evaluate`` says.
 Some cases also pin the expected keys by hand, so the oracle itself is held
-to DESIGN.md. ``MUTATION_CASES`` do the same for ``apply``.
+to the documented semantics (docs/reference/where.md). ``MUTATION_CASES`` do the
+same for ``apply`` (docs/reference/mutations.md).
 """
 
 from __future__ import annotations
@@ -261,7 +262,9 @@ def test_update_guard_agrees_with_the_reference_evaluator(
     mutations = parse_mutations(WHERE_MUTATIONS)
     accepted = {key for key, value in CORPUS.items() if evaluate(conditions, match, value)}
     if expected is not None:
-        assert accepted == expected, "the reference evaluator disagrees with DESIGN.md"
+        assert accepted == expected, (
+            "the reference evaluator disagrees with docs/reference/where.md"
+        )
     for key, value in CORPUS.items():
         store.put("guards", key, value)
     disagreements = []

@@ -17,7 +17,7 @@ import pytest
 from airflow_atomic_store import AtomicStore
 from airflow_atomic_store.spec import apply, parse_mutations
 from airflow_atomic_store.spec.values import dumps
-from airflow_atomic_store.store.dialects import sqlite as sqlite_backend
+from airflow_atomic_store.store.sqlite import backend as sqlite_backend
 
 #: Values SQLite must write back exactly when it re-serialises a row around a set.
 AWKWARD = {

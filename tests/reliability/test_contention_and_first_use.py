@@ -26,7 +26,7 @@ from psycopg import sql
 
 from airflow_atomic_store import AtomicStore
 from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE
-from airflow_atomic_store.store.dialects.postgres_schema import (
+from airflow_atomic_store.store.postgres.schema import (
     FUNCTION_NAMES,
     FUNCTIONS_DDL,
     SCHEMA_LOCK_ID,

@@ -26,7 +26,7 @@ import psycopg
 import pytest
 
 from airflow_atomic_store import AtomicStore, StoreUnavailableError
-from airflow_atomic_store.store.dialects.postgres_schema import SCHEMA_LOCK_ID
+from airflow_atomic_store.store.postgres.schema import SCHEMA_LOCK_ID
 from tests.support.physical import PHYSICAL_TABLE
 
 TIMEOUT = 0.5

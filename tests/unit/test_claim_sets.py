@@ -1,4 +1,4 @@
-"""Claimable sets in the spec layer, and the literal SQL the dialects write for them."""
+"""Claimable sets in the spec layer, and the literal SQL each backend writes for them."""
 
 from __future__ import annotations
 
@@ -12,17 +12,17 @@ from airflow_atomic_store.spec.claim_sets import (
     parse_claim_set,
 )
 from airflow_atomic_store.store.compiler import WhereCompiler
-from airflow_atomic_store.store.dialects.postgres_where import (
+from airflow_atomic_store.store.postgres.where import (
     PostgresWhere,
     substitute_positional,
 )
-from airflow_atomic_store.store.dialects.postgres_where import (
+from airflow_atomic_store.store.postgres.where import (
     substitute_literals as postgres_literals,
 )
-from airflow_atomic_store.store.dialects.sqlite_where import (
+from airflow_atomic_store.store.sqlite.where import (
     SqliteWhere,
 )
-from airflow_atomic_store.store.dialects.sqlite_where import (
+from airflow_atomic_store.store.sqlite.where import (
     substitute_literals as sqlite_literals,
 )
 

@@ -4,8 +4,8 @@ import pytest
 
 from airflow_atomic_store.spec import OPERATORS, parse_where
 from airflow_atomic_store.store.compiler import WhereCompiler
-from airflow_atomic_store.store.dialects.postgres_where import PostgresWhere
-from airflow_atomic_store.store.dialects.sqlite_where import SqliteWhere
+from airflow_atomic_store.store.postgres.where import PostgresWhere
+from airflow_atomic_store.store.sqlite.where import SqliteWhere
 
 DIALECTS = {"postgres": (PostgresWhere, "%s"), "sqlite": (SqliteWhere, "?")}
 SAMPLE_VALUES = [1, 2.5, "text", True, None, [1, "a"], {"k": 1}]

@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_atomic_store.spec import parse_mutations
-from airflow_atomic_store.store.dialects.postgres import _mutations_sql
-from airflow_atomic_store.store.dialects.postgres_schema import ADD_FUNCTION, APPLY_FUNCTION
+from airflow_atomic_store.store.postgres.mutation_sql import mutations_sql
+from airflow_atomic_store.store.postgres.schema import ADD_FUNCTION, APPLY_FUNCTION
 
 
 def compiled(*mutations: dict[str, Any]) -> tuple[str, list[Any]]:
-    return _mutations_sql(parse_mutations(list(mutations)), "r.value")
+    return mutations_sql(parse_mutations(list(mutations)), "r.value")
 
 
 def inc(field: str, value: Any) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from airflow_atomic_store.store.dialects.postgres_schema import (
+from airflow_atomic_store.store.postgres.schema import (
     FUNCTION_NAMES,
     FUNCTIONS_DDL,
     record_index,

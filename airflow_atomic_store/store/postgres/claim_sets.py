@@ -19,8 +19,8 @@ from psycopg import sql
 
 from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.store.claim_sets import Origin, StoredSet, stored_set
-from airflow_atomic_store.store.dialects import postgres_schema as schema
-from airflow_atomic_store.store.dialects.postgres_where import without_placeholders
+from airflow_atomic_store.store.postgres import schema
+from airflow_atomic_store.store.postgres.where import without_placeholders
 
 #: Serialises index builds across processes (next to the schema lock's id).
 BUILD_LOCK_ID = schema.SCHEMA_LOCK_ID + 1
@@ -29,10 +29,7 @@ BUILD_LOCK_ID = schema.SCHEMA_LOCK_ID + 1
 #: is tried again later, so a claim never waits long behind someone's transaction.
 AUTOMATIC_LOCK_WAIT = "2s"
 
-INDEX_VALID = (
-    "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-    "WHERE c.relname = %s AND pg_table_is_visible(c.oid)"
-)
+INDEX_VALID = schema.sql_file("index_valid.sql")
 
 _LOAD = (
     "SELECT s.name, s.spec, s.origin, s.problem, i.indisvalid "

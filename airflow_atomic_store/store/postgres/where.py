@@ -29,8 +29,7 @@ def literal(value: Any) -> str:
     ``%`` is doubled because the statement later goes through psycopg's
     placeholder parser, which does not know about string literals. Strings
     (table names: every claim through a set writes its table as a literal) are
-    remembered: quoting without a connection depends on the text alone, and
-    cost a tenth of a limit-1 claim's client time.
+    remembered: quoting without a connection depends on the text alone.
     """
     if type(value) is str:
         return _string_literal(value)

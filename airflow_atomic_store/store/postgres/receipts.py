@@ -10,6 +10,9 @@ recorded result.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -70,3 +73,43 @@ def recorded(cursor: psycopg.Cursor[Any], storage_table: str, receipt: Receipt) 
 def purge(cursor: psycopg.Cursor[Any], storage_table: str, limit: int) -> int:
     table = receipts_table(storage_table)
     return cursor.execute(_PURGE.format(receipts=table).encode(), (limit,)).rowcount
+
+
+#: ``Keyed.recorded`` when the statement ran (nothing was recorded before).
+NOTHING: Any = object()
+
+
+@dataclass(frozen=True)
+class Keyed:
+    """A keyed statement's rows, or (``recorded`` set) the result a receipt holds."""
+
+    rows: list[Any]
+    recorded: Any
+
+
+def run_keyed(
+    cursor: Callable[..., AbstractContextManager[psycopg.Cursor[Any]]],
+    storage_table: str,
+    statement: bytes,
+    args: tuple[Any, ...],
+    receipt: Receipt,
+    *,
+    many_rows: bool,
+    last: tuple[Any, ...] = (),
+) -> Keyed:
+    """Run a keyed statement; on a receipt conflict, read the recorded result instead.
+
+    An expired receipt is removed and the statement runs again: after its
+    retention a key is new. ``last``: parameters after the receipt's (a channel).
+    """
+    arguments = (*args, *parameters(receipt), *last)
+    while True:
+        with cursor(many_rows=many_rows) as cur:
+            try:
+                return Keyed(cur.execute(statement, arguments).fetchall(), NOTHING)
+            except psycopg.Error as exc:
+                if not is_conflict(exc, storage_table):
+                    raise
+            found = recorded(cur, storage_table, receipt)
+            if found is not None:
+                return Keyed([], found)

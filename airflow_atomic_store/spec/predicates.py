@@ -1,8 +1,8 @@
-"""The ``where`` operators: one registry entry each, with its reference meaning.
+"""The ``where`` predicates (``equals``, ``gt``, …): one registry entry each, with its meaning.
 
 Every ``not_*`` operator is defined as the exact negation of its positive
 form, so a missing field satisfies ``not_equals``, ``not_in``,
-``not_contains`` and ``not_exists``. Dialects provide SQL for the positive
+``not_contains`` and ``not_exists``. Backends provide SQL for the positive
 forms only and derive the negations the same way, which keeps the two sides
 from drifting apart.
 """

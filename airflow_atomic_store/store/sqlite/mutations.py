@@ -22,7 +22,7 @@ from typing import Any
 
 from airflow_atomic_store.spec import Mutation, Ordering
 from airflow_atomic_store.spec.values import dumps
-from airflow_atomic_store.store.dialects.sqlite_where import json_path, literal
+from airflow_atomic_store.store.sqlite.where import json_path, literal
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _COLUMN_THEN_KEY = itemgetter(2, 0)

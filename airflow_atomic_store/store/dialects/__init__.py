@@ -1,1 +1,0 @@
-"""SQL dialects: everything that differs between PostgreSQL and SQLite lives here."""

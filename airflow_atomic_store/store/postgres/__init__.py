@@ -1,0 +1,1 @@
+"""The PostgreSQL backend: connection, locking, statements, schema and catalog probes."""

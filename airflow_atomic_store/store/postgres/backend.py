@@ -1,0 +1,301 @@
+"""The PostgreSQL backend: every primitive is one statement in autocommit.
+
+Update is ``UPDATE … WHERE guard RETURNING``: PostgreSQL re-checks the guard
+against the newest row version when it had to wait for a concurrent writer,
+so a guard can never pass on a stale read. Claim selects its batch in a
+materialised CTE with ``FOR UPDATE SKIP LOCKED`` (losers step past rows
+another claimer holds) and marks them in the same statement. Upsert is
+``INSERT … ON CONFLICT DO UPDATE``; ``xmax = 0`` on the returned row tells an
+insert from an update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from psycopg import sql
+
+from airflow_atomic_store.exceptions import StoreUnavailableError
+from airflow_atomic_store.spec import Condition, Mutation, Ordering
+from airflow_atomic_store.spec.claim_sets import ClaimSet
+from airflow_atomic_store.store.backend import Row, check_storage_table
+from airflow_atomic_store.store.claim_sets import ChosenSet, Origin, StoredSet
+from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, NOTIFY_MODES
+from airflow_atomic_store.store.postgres import claim_sets, receipts, schema
+from airflow_atomic_store.store.postgres.connection import Connect, PostgresConnection
+from airflow_atomic_store.store.postgres.explain import explain
+from airflow_atomic_store.store.postgres.jsonb import jsonb
+from airflow_atomic_store.store.postgres.mutation_sql import mutations_sql
+from airflow_atomic_store.store.postgres.statements import StatementCompiler
+from airflow_atomic_store.store.postgres.where import (
+    literal,
+)
+from airflow_atomic_store.store.receipts import Receipt
+from airflow_atomic_store.store.snapshot import Snapshot
+
+
+class PostgresBackend(PostgresConnection):
+    """Runs each primitive as one statement on a single lazily-opened connection."""
+
+    def __init__(
+        self,
+        connect: Connect,
+        *,
+        storage_table: str,
+        lock_timeout: float | None = None,
+        statement_timeout: float | None = None,
+        secrets: tuple[str, ...] = (),
+        notify: frozenset[str] = NOTIFY_MODES[DEFAULT_NOTIFY],
+    ) -> None:
+        table_name = check_storage_table(storage_table)
+        super().__init__(
+            connect,
+            table_name=table_name,
+            secrets=secrets,
+            timeouts={"lock_timeout": lock_timeout, "statement_timeout": statement_timeout},
+        )
+        self._table = sql.Identifier(table_name).as_string(None)
+        self._sql = StatementCompiler(table_name, notify)
+
+    def snapshot(self) -> AbstractContextManager[Snapshot]:
+        """Read-only inspection queries in one transaction (``inspect.py``)."""
+        from airflow_atomic_store.store.postgres.inspect import snapshot
+
+        return snapshot(self._cursor(many_rows=True), self._table, self._sql.where)
+
+    # -- claimable sets -----------------------------------------------------
+
+    def load_claim_sets(self, table: str | None) -> list[StoredSet]:
+        with self._cursor(many_rows=True) as cur:
+            return claim_sets.load(cur, schema.sets_table(self._table_name), table)
+
+    def build_claim_set(
+        self,
+        claim_set: ClaimSet,
+        origin: Origin,
+        *,
+        timeout: float | None,
+        automatic_limit: int,
+    ) -> StoredSet | None:
+        predicate = self._set_predicate(claim_set)
+        with self._cursor() as cur:
+            return claim_sets.build(
+                cur,
+                storage_table=self._table_name,
+                predicate=predicate,
+                claim_set=claim_set,
+                origin=origin,
+                timeout=timeout,
+                automatic_limit=automatic_limit,
+                restore=self._configured_timeouts(),
+            )
+
+    def ensure_record_index(self, *, timeout: float) -> bool:
+        """The ``record_timestamp`` index, built the first time something orders by it."""
+        name, create = schema.record_index(self._table_name)
+        with self._cursor() as cur, claim_sets.build_lock(cur, wait=False) as held:
+            if not held:
+                return False
+            outcome = claim_sets.build_concurrently(
+                cur, name, create.decode(), timeout=timeout, restore=self._configured_timeouts()
+            )
+        return outcome == "ready"
+
+    def drop_claim_set(self, name: str) -> bool:
+        with self._cursor() as cur:
+            return claim_sets.drop(cur, self._table_name, name)
+
+    def _set_predicate(self, claim_set: ClaimSet) -> str:
+        """The partial index's predicate: the same literal SQL a covered claim contains."""
+        where = self._sql.where.literal_predicate(claim_set.conditions, claim_set.match, "value")
+        return f"table_name = {literal(claim_set.table)} AND {where}"
+
+    # -- primitives ---------------------------------------------------------
+
+    def put(self, table: str, key: str, value: dict[str, Any]) -> None:
+        kind, channel = self._sql.notifying("put", "put", table)
+        with self._cursor() as cur:
+            cur.execute(self._sql.statement(kind), (table, key, jsonb(value), *channel))
+
+    def get(self, table: str, key: str) -> dict[str, Any] | None:
+        with self._cursor() as cur:
+            row = cur.execute(self._sql.statement("get"), (table, key)).fetchone()
+        return None if row is None else row[0]
+
+    def delete(self, table: str, key: str) -> bool:
+        with self._cursor() as cur:
+            return cur.execute(self._sql.statement("delete"), (table, key)).fetchone() is not None
+
+    def query(
+        self, table: str, where: Sequence[Condition], match: str, ordering: Ordering, limit: int
+    ) -> list[Row]:
+        statement, params = self._sql.compile("query", where, match, ordering)
+        with self._cursor(many_rows=limit > 1) as cur:
+            return [(k, v) for k, v in cur.execute(statement, (table, *params, limit)).fetchall()]
+
+    def count(
+        self,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        limit: int,
+        claim_set: ChosenSet | None = None,
+    ) -> tuple[int, str | None]:
+        statement, params = self._sql.compile_pick(
+            "count", table, where, match, ordering, limit, claim_set
+        )
+        with self._cursor() as cur:
+            row = cur.execute(statement, params).fetchone()
+        return (int(row[0]), row[1]) if row else (0, None)
+
+    def update(
+        self,
+        table: str,
+        key: str,
+        where: Sequence[Condition],
+        match: str,
+        mutations: Sequence[Mutation],
+        receipt: Receipt | None = None,
+    ) -> tuple[dict[str, Any] | None, bool]:
+        apply, mutation_params = mutations_sql(mutations, "r.value")
+        kind, channel = self._sql.notifying(
+            "update", "update" if receipt is None else "update+receipt", table
+        )
+        statement, params = self._sql.compile(kind, where, match, apply=apply)
+        args = (*mutation_params, table, key, *params)
+        if receipt is None:
+            with self._cursor() as cur:
+                row = cur.execute(statement, (*args, *channel)).fetchone()
+            return (None if row is None else row[0]), False
+        outcome = receipts.run_keyed(
+            self._cursor, self._table_name, statement, args, receipt, many_rows=False, last=channel
+        )
+        if outcome.recorded is not receipts.NOTHING:
+            return outcome.recorded[0], True
+        return (outcome.rows[0][0] if outcome.rows else None), False
+
+    def claim(
+        self,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        limit: int,
+        mutations: Sequence[Mutation],
+        claim_set: ChosenSet | None = None,
+        receipt: Receipt | None = None,
+    ) -> tuple[list[Row], bool]:
+        apply, mutation_params = mutations_sql(mutations, "t.value")
+        kind, channel = self._sql.notifying(
+            "claim", "claim" if receipt is None else "claim+receipt", table
+        )
+        statement, params = self._sql.compile_pick(
+            kind, table, where, match, ordering, limit, claim_set, apply
+        )
+        args = (*params, *mutation_params, table)
+        if receipt is None:
+            with self._cursor(many_rows=limit > 1) as cur:
+                rows = cur.execute(statement, (*args, *channel)).fetchall()
+        else:
+            outcome = receipts.run_keyed(
+                self._cursor,
+                self._table_name,
+                statement,
+                args,
+                receipt,
+                many_rows=limit > 1,
+                last=channel,
+            )
+            if outcome.recorded is not receipts.NOTHING:
+                return [(key, value) for key, value in outcome.recorded], True
+            rows = outcome.rows
+        return _in_claim_order(rows, ordering), False
+
+    def explain_claim(
+        self,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        limit: int,
+        claim_set: ChosenSet | None = None,
+        *,
+        generic: bool = False,
+    ) -> str:
+        """The selection's plan; ``generic`` asks for the plan a prepared claim settles on."""
+        statement, params = self._sql.compile_pick(
+            "pick", table, where, match, ordering, limit, claim_set
+        )
+        with self._cursor(many_rows=True) as cur:
+            return explain(cur, statement, params, generic=generic)
+
+    def upsert(
+        self,
+        table: str,
+        key: str,
+        insert_value: dict[str, Any],
+        mutations: Sequence[Mutation],
+        receipt: Receipt | None = None,
+    ) -> tuple[tuple[bool, dict[str, Any]], bool]:
+        """``((inserted, value), replayed)``.
+
+        Without mutations it is a seed: insert if absent, else read the row, so a
+        duplicate delivery writes nothing. The seed finds no row only when the
+        conflicting row was committed after its snapshot was taken (``DO NOTHING``
+        waited for that insert), or was deleted since; the next statement settles it.
+        """
+        if mutations:
+            apply, mutation_params = mutations_sql(mutations, "t.value")
+            args: tuple[Any, ...] = (table, key, jsonb(insert_value), *mutation_params)
+            kind = "upsert"
+        else:
+            apply, args, kind = "", (table, key, jsonb(insert_value), table, key), "seed"
+        if receipt is not None:
+            kind += "+receipt"
+        kind, channel = self._sql.notifying("upsert", kind, table)
+        statement = self._sql.statement(kind, "", None, apply)
+        for _ in range(_SEED_ATTEMPTS):
+            if receipt is None:
+                with self._cursor() as cur:
+                    rows = cur.execute(statement, (*args, *channel)).fetchall()
+            else:
+                outcome = receipts.run_keyed(
+                    self._cursor,
+                    self._table_name,
+                    statement,
+                    args,
+                    receipt,
+                    many_rows=False,
+                    last=channel,
+                )
+                if outcome.recorded is not receipts.NOTHING:
+                    inserted, value = outcome.recorded
+                    return (bool(inserted), value), True
+                rows = outcome.rows
+            if rows:
+                value, inserted = rows[0]
+                return (bool(inserted), value), False
+        raise StoreUnavailableError(
+            f"seed of {key!r} kept meeting a row inserted and deleted by others; try again"
+        )
+
+    def purge_receipts(self, limit: int) -> int:
+        with self._cursor() as cur:
+            return receipts.purge(cur, self._table_name, limit)
+
+
+def _in_claim_order(rows: list[Any], ordering: Ordering) -> list[Row]:
+    """``(key, value, claim order)`` rows as ``(key, value)`` in claim order, ties by key.
+
+    ``RETURNING`` gives no order guarantee, so the order is restored here (the
+    receipt of a keyed claim records its rows in this same order, in SQL).
+    """
+    rows = sorted(rows, key=lambda row: (row[2], row[0]), reverse=ordering.direction == "desc")
+    return [(key, value) for key, value, _ in rows]
+
+
+#: Seed statements a seed may take while other sessions insert and delete its row.
+_SEED_ATTEMPTS = 100

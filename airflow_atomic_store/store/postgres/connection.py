@@ -1,0 +1,151 @@
+"""The PostgreSQL backend's one connection: opened lazily, set up, errors translated."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import tuple_row
+
+from airflow_atomic_store.exceptions import MutationError
+from airflow_atomic_store.store.postgres import schema
+from airflow_atomic_store.store.postgres.errors import translate
+from airflow_atomic_store.store.urls import scrub
+
+Connect = Callable[[], psycopg.Connection[Any]]
+
+
+class PostgresConnection:
+    """A single connection, opened on first use, with the store's schema ensured on it.
+
+    :param connect: makes a new psycopg connection.
+    :param table_name: the storage table (validated).
+    :param secrets: strings (the password) scrubbed from every message.
+    :param timeouts: ``lock_timeout`` and ``statement_timeout`` in seconds, or None.
+    """
+
+    def __init__(
+        self,
+        connect: Connect,
+        *,
+        table_name: str,
+        secrets: tuple[str, ...],
+        timeouts: dict[str, float | None],
+    ) -> None:
+        self._connect = connect
+        self._secrets = secrets
+        self._table_name = table_name
+        self._settings = timeouts
+        self._connection: psycopg.Connection[Any] | None = None
+        # One cursor for the connection's life, cheaper than one per call; calls are
+        # serialised by the lock.
+        self._reused_cursor: psycopg.Cursor[Any]
+        self._lock = threading.RLock()
+
+    def _open(self) -> psycopg.Connection[Any]:
+        """Connect and set up; a connection whose set-up fails is closed at once.
+
+        Left to the garbage collector, it stays open as long as anything holds
+        the error's traceback (a retry loop logging it, a test's ``raises``).
+        """
+        connection = self._connect()
+        try:
+            connection.autocommit = True
+            # A factory may hand out connections configured for dict rows (e.g. the
+            # Postgres provider's "cursor" extra); the statements here read tuples.
+            connection.row_factory = tuple_row
+            for name, seconds in self._settings.items():
+                if seconds is not None:
+                    connection.execute(
+                        sql.SQL("SELECT set_config({}, {}, false)").format(
+                            sql.Literal(name), sql.Literal(f"{int(seconds * 1000)}ms")
+                        )
+                    )
+            self._ensure_schema(connection)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _ensure_schema(self, connection: psycopg.Connection[Any]) -> None:
+        """Create what is missing, checking again (afresh) under the schema lock.
+
+        A process that queued behind the creator must not then run ``CREATE INDEX
+        IF NOT EXISTS`` on the existing table: its share lock waits for a ``CREATE
+        INDEX CONCURRENTLY`` in progress, which waits for the sessions queued on the
+        schema lock, a deadlock.
+        """
+        tables = schema.schema_tables(self._table_name)
+        missing_tables, functions_missing = self._schema_missing(connection, list(tables))
+        if not missing_tables and not functions_missing:
+            return
+        with connection.transaction():
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (schema.SCHEMA_LOCK_ID,))
+            missing_tables, functions_missing = self._schema_missing(connection, list(tables))
+            for name in tables:  # in order: the rows table first
+                if name in missing_tables:
+                    connection.execute(tables[name])
+            if functions_missing:
+                connection.execute(schema.FUNCTIONS_DDL.encode())
+
+    def _schema_missing(
+        self, connection: psycopg.Connection[Any], tables: list[str]
+    ) -> tuple[list[str], bool]:
+        """(the tables missing, whether a mutation function is), as of this statement."""
+        row = connection.execute(
+            schema.SCHEMA_PROBE, {"tables": tables, "functions": list(schema.FUNCTION_NAMES)}
+        ).fetchone()
+        assert row is not None
+        return list(row[0]), bool(row[1])
+
+    @contextmanager
+    def _cursor(self, *, many_rows: bool = False) -> Iterator[psycopg.Cursor[Any]]:
+        """A cursor on the live connection, with driver errors translated once, here.
+
+        A cursor keeps its last result until the next statement, so a statement
+        that may return many rows gets a cursor of its own, closed afterwards:
+        on the reused one a large claimed batch stayed resident (about the
+        batch's size again) until the store's next call.
+        """
+        with self._lock:
+            try:
+                if self._connection is None or self._connection.closed:
+                    self._connection = self._open()
+                    self._reused_cursor = self._connection.cursor()
+                if many_rows:
+                    with self._connection.cursor() as own:
+                        yield own
+                else:
+                    yield self._reused_cursor
+            except psycopg.Error as exc:
+                error = translate(exc, self._secrets)
+                if not isinstance(error, MutationError):
+                    self._discard_broken_connection()
+                if scrub(str(exc), self._secrets) != str(exc):
+                    raise error from None  # the driver's own text, in a traceback, would show it
+                raise error from exc
+
+    def _discard_broken_connection(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None and connection.broken:
+            connection.close()
+        elif connection is not None:
+            self._connection = connection
+
+    def close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+    def _configured_timeouts(self) -> tuple[str, str]:
+        """This store's statement and lock timeouts, as ``set_config`` takes them."""
+        statement, lock = (
+            f"{int(seconds * 1000)}ms" if seconds else "0"
+            for seconds in (self._settings["statement_timeout"], self._settings["lock_timeout"])
+        )
+        return statement, lock

@@ -1,0 +1,61 @@
+"""PostgreSQL's inspection snapshot (``store/snapshot.py``) in one read-only transaction.
+
+``REPEATABLE READ READ ONLY``: every figure of one call comes from the same
+snapshot, and the server itself refuses a write inside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from airflow_atomic_store.store.compiler import WhereCompiler
+from airflow_atomic_store.store.postgres.where import literal, path_sql
+from airflow_atomic_store.store.snapshot import SnapshotDialect, SqlSnapshot
+
+
+def _execute(
+    cursor: psycopg.Cursor[Any], statement: str, params: Sequence[Any] | None
+) -> list[Any]:
+    # With parameters (even none) psycopg parses placeholders and undoes literal()'s %%.
+    return cursor.execute(statement.encode(), None if params is None else tuple(params)).fetchall()
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment  # timestamptz arrives as an aware datetime
+
+
+def _value(value: dict[str, Any]) -> dict[str, Any]:
+    return value  # jsonb arrives decoded
+
+
+DIALECT = SnapshotDialect(
+    placeholder="%s",
+    string_type="string",
+    byte_order=' COLLATE "C"',
+    path_sql=path_sql,
+    literal=literal,
+    execute=_execute,
+    parse_time=_aware,
+    parse_value=_value,
+)
+
+
+def snapshot(
+    cursor: AbstractContextManager[psycopg.Cursor[Any]],
+    storage_table: str,
+    where: WhereCompiler,
+) -> AbstractContextManager[SqlSnapshot]:
+    """A snapshot on the backend's connection, inside a transaction of its own."""
+
+    @contextmanager
+    def opened() -> Iterator[SqlSnapshot]:
+        with cursor as cur, cur.connection.transaction():
+            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield SqlSnapshot(DIALECT, cur, storage_table, where)
+
+    return opened()

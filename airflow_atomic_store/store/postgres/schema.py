@@ -1,0 +1,103 @@
+"""PostgreSQL schema: the rows table, its indexes and the mutation function.
+
+Mutations run inside one PL/pgSQL function so that every primitive stays a
+single statement: it walks the path with the same rules as the reference
+``apply`` (``->`` with a text key only enters objects, with an integer only
+enters arrays), creates missing parent objects for ``set``, and raises
+SQLSTATE ``AS001`` when a mutation cannot apply, which aborts the statement
+so nothing is written. The ``_v1`` suffix lets a later release change the
+function without breaking running workers.
+
+The static SQL (the functions, the tables' DDL, the schema probe) lives in
+``.sql`` files beside this module, shipped as package data; the functions' loops
+walk arrays by index because a query loop's set-up repeats in every transaction
+(docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from psycopg import sql
+
+
+def sql_file(name: str) -> str:
+    """A static statement shipped beside this module (package data)."""
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+MUTATION_ERROR_SQLSTATE = "AS001"
+APPLY_FUNCTION = "atomic_store_apply_v1"
+#: Adds to one JSON value by the reference rules (raises AS001 where they fail).
+ADD_FUNCTION = "atomic_store_add_v1"
+
+#: Serialises concurrent first use across processes (an arbitrary constant).
+SCHEMA_LOCK_ID = 0x41544F4D  # "ATOM"
+
+TABLE_DDL = sql_file("rows_table.sql")
+
+#: Built on first use of ``orderBy: recordTimestamp`` (``ORDER_INDEXES``), not with the
+#: table: every claim and update writes ``record_timestamp``, and an index on it is
+#: one more entry per row version that only ordering by it repays.
+RECORD_INDEX_DDL = (
+    "CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON {table} (table_name, record_timestamp, key)"
+)
+
+#: Idempotency receipts (``store/receipts.py``); the expiry index serves the purge.
+RECEIPTS_DDL = sql_file("receipts_table.sql")
+
+#: The catalog of claimable sets (``store/claim_sets.py``): one row per partial index.
+SETS_DDL = sql_file("claim_sets_table.sql")
+
+FUNCTIONS_DDL = sql_file("functions.sql")
+
+#: Every function FUNCTIONS_DDL installs: a schema lacking any of them is incomplete.
+FUNCTION_NAMES = (
+    "atomic_store_fail_v1",
+    "atomic_store_set_v1",
+    "atomic_store_get_v1",
+    ADD_FUNCTION,
+    APPLY_FUNCTION,
+)
+
+#: Which parts of this release's schema are missing, read from the catalogs with the
+#: statement's own snapshot: ``to_regclass``'s cache would repeat a "missing" seen
+#: before the schema lock was taken (``PostgresBackend._ensure_schema`` says why that
+#: deadlocks).
+SCHEMA_PROBE = sql_file("schema_probe.sql")
+
+
+def schema_tables(table_name: str) -> dict[str, bytes]:
+    """Each table of one store (the rows, the sets catalog, the receipts) and its DDL."""
+    receipts = f"{table_name}_receipts"
+    return {
+        table_name: table_ddl(table_name),
+        f"{table_name}_claim_sets": SETS_DDL.format(sets=sets_table(table_name)).encode(),
+        receipts: RECEIPTS_DDL.format(
+            receipts=sql.Identifier(receipts).as_string(None),
+            receipts_key=sql.Identifier(f"{receipts}_pkey").as_string(None),
+            expiry_index=sql.Identifier(f"{receipts}_expiry_idx").as_string(None),
+        ).encode(),
+    }
+
+
+def record_index(table_name: str) -> tuple[str, bytes]:
+    """The name of the ``record_timestamp`` index of a rows table and its DDL."""
+    name = f"{table_name}_record_idx"
+    ddl = RECORD_INDEX_DDL.format(
+        index=sql.Identifier(name).as_string(None), table=sql.Identifier(table_name).as_string(None)
+    )
+    return name, ddl.encode()
+
+
+def sets_table(table_name: str) -> str:
+    """The quoted name of the claimable-set catalog that belongs to a rows table."""
+    return sql.Identifier(f"{table_name}_claim_sets").as_string(None)
+
+
+def table_ddl(table_name: str) -> bytes:
+    """The rows table and its indexes, for one storage table name."""
+    return TABLE_DDL.format(
+        table=sql.Identifier(table_name).as_string(None),
+        created_index=sql.Identifier(f"{table_name}_created_idx").as_string(None),
+    ).encode()

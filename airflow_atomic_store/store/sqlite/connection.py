@@ -1,0 +1,153 @@
+"""The SQLite backend's one connection: opened lazily, WAL, schema, transactions."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+
+from airflow_atomic_store.exceptions import AtomicStoreError, StoreUnavailableError
+from airflow_atomic_store.store.sqlite.where import register_functions
+
+DEFAULT_BUSY_TIMEOUT = 60.0
+#: The tables and indexes (package data); ``{table}`` is the validated storage table.
+_SCHEMA = resources.files(__package__).joinpath("schema.sql").read_text(encoding="utf-8")
+
+_TRANSIENT_MESSAGES = ("locked", "busy", "unable to open", "disk i/o")
+
+
+def is_transient(exc: sqlite3.OperationalError) -> bool:
+    """Lock waits that outlasted the busy timeout and I/O trouble: a retry may succeed."""
+    return any(text in str(exc).lower() for text in _TRANSIENT_MESSAGES)
+
+
+class SqliteConnection:
+    """A single connection to the store file, opened on first use.
+
+    :param path: the store file (its directory is created if missing).
+    :param table: the storage table (validated).
+    :param busy_timeout: seconds a writer waits for the write lock.
+    """
+
+    def __init__(self, path: str, *, table: str, busy_timeout: float) -> None:
+        self._path = path
+        self._table = table
+        self._busy_timeout = busy_timeout
+        self._connection: sqlite3.Connection | None = None
+        self._lock = threading.RLock()
+
+    def _open(self) -> sqlite3.Connection:
+        parent = Path(self._path).parent
+        parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(
+            self._path,
+            timeout=self._busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        try:  # a connection whose set-up fails is closed, not left to the collector
+            register_functions(connection)
+            self._use_wal(connection)
+            connection.execute("PRAGMA synchronous=NORMAL")
+            self._ensure_schema(connection)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _ensure_schema(self, connection: sqlite3.Connection) -> None:
+        """Create the table and its indexes unless they exist; only then take the write lock.
+
+        Every store opens a connection (every Airflow task does), and a read-only
+        task should not queue behind the writers just to learn the schema exists.
+        """
+        names = {
+            self._table,
+            f"{self._table}_created_idx",
+            f"{self._table}_claim_sets",
+            f"{self._table}_receipts",
+            f"{self._table}_receipts_expiry_idx",
+        }
+        present = {
+            name
+            for (name,) in connection.execute(
+                f"SELECT name FROM sqlite_master WHERE name IN ({', '.join('?' * len(names))})",
+                tuple(sorted(names)),
+            )
+        }
+        if present == names:
+            return
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA.format(table=self._table).split(";"):
+                if statement.strip():
+                    connection.execute(statement)
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+
+    def _use_wal(self, connection: sqlite3.Connection) -> None:
+        """Switch a new database to WAL (persistent, so only its first user does).
+
+        Changing the journal mode needs an exclusive lock and SQLite reports
+        "database is locked" at once, without the busy handler, while another
+        process is opening the same fresh file; so retry until the busy timeout.
+        """
+        deadline = time.monotonic() + self._busy_timeout
+        while True:
+            try:
+                if connection.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    connection.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if not is_transient(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(random.uniform(0.005, 0.05))
+
+    @contextmanager
+    def _transaction(
+        self, *, write: bool = True, alone: bool = False
+    ) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` (or, to only read, ``BEGIN``) … ``COMMIT``.
+
+        Any exception rolls back, so a primitive never half-applies. ``alone``:
+        the caller runs one write statement, which SQLite runs as a transaction
+        of its own that takes the write lock (waiting on the busy timeout) before
+        it reads, as ``BEGIN IMMEDIATE`` does; the explicit pair would only add
+        two round trips.
+        """
+        with self._lock:
+            try:
+                if self._connection is None:
+                    self._connection = self._open()
+                connection = self._connection
+                if alone:
+                    yield connection
+                    return
+                connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    yield connection
+                except BaseException:
+                    connection.execute("ROLLBACK")
+                    raise
+                connection.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                if is_transient(exc):
+                    raise StoreUnavailableError(f"SQLite store unavailable: {exc}") from exc
+                raise AtomicStoreError(f"SQLite store error: {exc}") from exc
+            except sqlite3.Error as exc:
+                raise AtomicStoreError(f"SQLite store error: {exc}") from exc
+            except OSError as exc:  # the store file's directory cannot be created
+                raise StoreUnavailableError(f"SQLite store unavailable: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None

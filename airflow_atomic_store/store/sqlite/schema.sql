@@ -1,0 +1,29 @@
+-- A store's tables and indexes. The hole in braces is the storage table, a validated
+-- plain identifier (store.backend.check_storage_table). Split into statements at semicolons.
+CREATE TABLE IF NOT EXISTS {table} (
+    table_name TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    record_timestamp TEXT NOT NULL,
+    PRIMARY KEY (table_name, key)
+);
+CREATE INDEX IF NOT EXISTS {table}_created_idx ON {table} (table_name, created_at, key);
+CREATE TABLE IF NOT EXISTS {table}_claim_sets (
+    name TEXT PRIMARY KEY,
+    table_name TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    origin TEXT NOT NULL CHECK (origin IN ('declared', 'automatic')),
+    problem TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {table}_receipts (
+    idempotency_key TEXT PRIMARY KEY,
+    primitive TEXT NOT NULL,
+    table_name TEXT NOT NULL,
+    target TEXT NOT NULL,
+    result TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {table}_receipts_expiry_idx ON {table}_receipts (expires_at);

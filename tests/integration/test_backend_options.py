@@ -1,0 +1,66 @@
+"""A store option that the URL's backend cannot honour is a SpecError, never dropped."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_atomic_store import AtomicStore, SpecError
+
+#: Per backend: each option it cannot honour, a value, and the option the error points to.
+REFUSED = {
+    "sqlite": [
+        ("lock_timeout", 5, "busy_timeout"),
+        ("statement_timeout", 5, "busy_timeout"),
+        ("notify", "writes", "poll_interval"),
+        ("notify", "off", "poll_interval"),
+    ],
+    "postgres": [("busy_timeout", 5, "lock_timeout")],
+}
+#: Per backend: the options it honours, given together.
+HONOURED = {
+    "sqlite": {"busy_timeout": 5, "auto_claim_sets": False, "receipt_retention": 60},
+    "postgres": {
+        "lock_timeout": 5,
+        "statement_timeout": 30,
+        "notify": "all",
+        "auto_claim_sets": False,
+        "receipt_retention": 60,
+    },
+}
+BACKEND_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+
+
+def test_an_option_the_backend_cannot_honour_names_the_backend_and_what_to_use(
+    backend: str, unreachable_url: str
+) -> None:
+    """Raised before any I/O: the URL points at no database at all."""
+    for option, value, instead in REFUSED[backend]:
+        with pytest.raises(SpecError) as raised:
+            AtomicStore(unreachable_url, **{option: value})  # type: ignore[arg-type]
+        assert raised.value.field == option
+        assert BACKEND_NAMES[backend] in str(raised.value)
+        assert instead in str(raised.value)
+
+
+def test_the_options_a_backend_honours_open_a_working_store(store_url: str, backend: str) -> None:
+    with AtomicStore(store_url, **HONOURED[backend]) as store:  # type: ignore[arg-type]
+        store.put("t", "k", {"n": 1})
+        updated = store.atomic_update(
+            "t", "k", mutations=[{"field": "n", "operation": "increment", "value": 1}]
+        )
+        assert updated["value"] == {"n": 2}
+
+
+def test_options_left_unset_are_never_refused(store_url: str) -> None:
+    with AtomicStore(
+        store_url, lock_timeout=None, statement_timeout=None, busy_timeout=None, notify=None
+    ) as store:
+        store.put("t", "k", {"n": 1})
+        assert store.get("t", "k") == {"n": 1}
+
+
+def test_a_bad_notify_mode_is_named_as_such_on_every_backend(unreachable_url: str) -> None:
+    with pytest.raises(SpecError) as raised:
+        AtomicStore(unreachable_url, notify="sometimes")
+    assert raised.value.field == "notify"
+    assert "must be one of" in str(raised.value)
