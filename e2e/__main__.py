@@ -9,6 +9,7 @@ the run through the same clean-up.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import sys
 import time
@@ -102,6 +103,16 @@ def main(argv: list[str] | None = None) -> int:
         help="[core] parallelism: task processes at once (default 8, at least 4)",
     )
     parser.add_argument(
+        "--items",
+        type=int,
+        help="items the producer enqueues for the dispatchers to drain (default 500)",
+    )
+    parser.add_argument(
+        "--no-browser",
+        action="store_true",
+        help="skip the UI page check in headless Chromium",
+    )
+    parser.add_argument(
         "--time-limit",
         type=float,
         default=1200.0,
@@ -121,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.parallelism < 4:
         parser.error("--parallelism must be at least 4")
+    if args.items is not None and args.items < 100:
+        parser.error("--items must be at least 100 (the scenario kills a batch after 40 are done)")
 
     dags_folder = args.dags_folder or PROJECT / ("e2e/dags" if args.smoke else "example_dags")
     # The scenario also runs a DAG of its own (e2e/scenario_dags), in a second bundle.
@@ -154,7 +167,10 @@ def main(argv: list[str] | None = None) -> int:
             from e2e import scenario
 
             wait_for_dags(api, deployment, list(scenario.DAG_IDS), timeout=180)
-            summary = scenario.run(api, deployment, say)
+            options = scenario.Options(browser=not args.no_browser)
+            if args.items is not None:
+                options = dataclasses.replace(options, items=args.items)
+            summary = scenario.run(api, deployment, say, options)
         status = 0
     except Interrupted as exc:
         say(f"FAILED: interrupted by {exc}")

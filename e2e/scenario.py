@@ -4,7 +4,7 @@ Everything overlaps on purpose, as in production:
 
 1. the claim index is created (the deployment step ``docs/deploying.md`` asks for)
    and the DAGs are unpaused;
-2. ``queue_producer`` enqueues ``ITEMS`` items; once they are in,
+2. ``queue_producer`` enqueues ``Options.items`` items; once they are in,
    ``cross_run_counter`` is triggered ``COUNTER_RUNS`` times at once, and
    ``queue_dispatcher`` runs are triggered and kept topped up to
    ``DISPATCHER_BACKLOG`` open runs (more than its ``max_active_runs`` of 4, so
@@ -20,7 +20,8 @@ Everything overlaps on purpose, as in production:
 5. once the drain is under way, one dispatcher run with a slow batch is
    triggered and one of its ``process`` tasks is SIGKILLed (its task process,
    found by its title) while its row is ``in_flight``: a stale claim, which
-   ``e2e/browser.py`` then finds on the Airflow UI page in headless Chromium;
+   ``e2e/browser.py`` then finds on the Airflow UI page in headless Chromium
+   (unless ``Options.browser`` is off);
 6. after the drain, recovery passes (threshold ``0``: every dispatcher run has
    finished, so whatever is still ``in_flight`` is stale) until nothing is
    ``in_flight``;
@@ -63,7 +64,7 @@ EFFECTS_TABLE = "pending_ops_effects"
 COUNTER_TABLE, COUNTER_KEY = "counters", "runs"
 LEASE_LOG_TABLE = "lease_log"
 
-ITEMS = 500
+ITEMS = 500  # the default; python -m e2e --items
 BATCH_SIZE = 20  # items per dispatcher claim
 DISPATCHER_BACKLOG = 6  # dispatcher runs kept queued or running (max_active_runs is 4)
 VICTIM_AFTER_DONE = 40  # trigger the slow batch to kill once this many items are done
@@ -78,6 +79,14 @@ STALE_ALONGSIDE_SECONDS = 300  # their threshold
 RECOVERY_PASSES = 5
 DRAIN_TIMEOUT = 1500.0  # in practice, python -m e2e's overall --time-limit ends it first
 POLL_SECONDS = 3.0  # each poll costs the API server a few requests: not too often
+
+
+@dataclass(frozen=True)
+class Options:
+    """What one run of the scenario covers (``python -m e2e`` sets them from its flags)."""
+
+    items: int = ITEMS
+    browser: bool = True  # the UI page checked in headless Chromium
 
 
 @dataclass
@@ -111,10 +120,17 @@ class Progress:
 class Driver:
     """Triggers runs with readable ids and reads their states, through the REST API."""
 
-    def __init__(self, api: AirflowApi, deployment: Deployment, say: Callable[[str], None]):
+    def __init__(
+        self,
+        api: AirflowApi,
+        deployment: Deployment,
+        say: Callable[[str], None],
+        options: Options,
+    ):
         self.api = api
         self.deployment = deployment
         self.say = say
+        self.options = options
         self.progress = Progress()
 
     def trigger(self, dag_id: str, label: str, conf: dict[str, Any] | None = None) -> str:
@@ -134,8 +150,14 @@ class Driver:
         return not self.open_runs()
 
 
-def run(api: AirflowApi, deployment: Deployment, say: Callable[[str], None]) -> dict[str, Any]:
-    driver = Driver(api, deployment, say)
+def run(
+    api: AirflowApi,
+    deployment: Deployment,
+    say: Callable[[str], None],
+    options: Options = Options(),
+) -> dict[str, Any]:
+    driver = Driver(api, deployment, say, options)
+    items = options.items
     started = time.monotonic()
     with AtomicStore(deployment.store_url) as store:
         say(
@@ -144,7 +166,7 @@ def run(api: AirflowApi, deployment: Deployment, say: Callable[[str], None]) -> 
         for dag_id in DAG_IDS:
             api.unpause(dag_id)
         driver.progress.retry.start(driver, store)
-        driver.trigger(PRODUCER, "produce", {"count": ITEMS})
+        driver.trigger(PRODUCER, "produce", {"count": items})
         # The counter runs start once the items are in: queued beside the producer, their
         # hundred task instances (and their higher priority weights) kept its one task
         # waiting for minutes under the CeleryExecutor.
@@ -157,7 +179,7 @@ def run(api: AirflowApi, deployment: Deployment, say: Callable[[str], None]) -> 
         )
         for _ in range(COUNTER_RUNS):
             driver.trigger(COUNTER, "count")
-        say(f"{PRODUCER} enqueued {ITEMS} items; triggered {COUNTER_RUNS} {COUNTER} runs")
+        say(f"{PRODUCER} enqueued {items} items; triggered {COUNTER_RUNS} {COUNTER} runs")
 
         drain(driver, store)
         recover(driver, store)
@@ -204,7 +226,8 @@ def drain(driver: Driver, store: AtomicStore) -> None:
             say(f"triggered {progress.victim}: a slow batch, to be killed mid-batch")
         if progress.victim is not None and progress.kill is None:
             progress.kill = kill_mid_batch(driver, store, progress.victim)
-        if progress.kill is not None and not progress.browser and not producing:
+        browse = driver.options.browser and not progress.browser
+        if progress.kill is not None and browse and not producing:
             progress.browser = check_page_in_browser(driver, store, progress.kill)
         retry_killed = progress.retry.kill_after_commit(driver, store)
         lease_wave(driver, now)
@@ -360,7 +383,7 @@ def verify(driver: Driver, store: AtomicStore, seconds: float) -> dict[str, Any]
 
     items = checks.read_table(store, QUEUE_TABLE)
     effects = checks.read_table(store, EFFECTS_TABLE)
-    checks.every_item_done_with_one_effect(items, effects, expected=ITEMS)
+    checks.every_item_done_with_one_effect(items, effects, expected=driver.options.items)
     claims: dict[str, list[str]] = {}
     tasks: Counter[str] = Counter()
     for dag_id, claim_task in CLAIM_TASK.items():
