@@ -13,9 +13,11 @@ how many rows match now (``count``), and "wait until something may have changed,
   back to sleeping and reconnects on each later wait. SQLite has no
   notifications: ``wait`` sleeps, so the trigger polls.
 
-So on PostgreSQL a watched table costs two connections while it waits (the idle
-``LISTEN`` one and the store's, used once per wake-up); on SQLite it costs none
-between polls but an open file.
+So on PostgreSQL a watched table holds one connection while it waits, the idle
+``LISTEN`` one: the store's is opened for each count (a few milliseconds, far
+below Airflow's own run start) and closed again, so a triggerer watching many
+tables does not hold two connections per table through every idle hour. On SQLite
+it costs none between polls but an open file.
 """
 
 from __future__ import annotations
@@ -97,10 +99,11 @@ class PollingSource:
         return None
 
     async def count(self) -> tuple[int, str | None]:
+        return await asyncio.to_thread(self._count)
+
+    def _count(self) -> tuple[int, str | None]:
         watch = self._watch
-        backlog = await asyncio.to_thread(
-            self._store.backlog, watch.table, watch.where, watch.match, at_most=COUNT_CAP
-        )
+        backlog = self._store.backlog(watch.table, watch.where, watch.match, at_most=COUNT_CAP)
         return backlog["count"], backlog["first"]
 
     async def wait(self, timeout: float) -> None:
@@ -125,6 +128,12 @@ class ListeningSource(PollingSource):
 
     async def start(self) -> None:
         await self._listening()
+
+    def _count(self) -> tuple[int, str | None]:
+        try:
+            return super()._count()
+        finally:  # the store reconnects on its next call
+            self._store.close()
 
     async def wait(self, timeout: float) -> None:
         import psycopg

@@ -12,6 +12,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import psycopg
 import pytest
 from airflow.triggers.base import TriggerEvent
 
@@ -217,6 +218,40 @@ def test_survives_its_connections_being_terminated(
 
     event = _run(scenario())
     assert event is not None and event.payload["count"] == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_holds_one_connection_per_watched_table_while_it_waits(
+    store_conn: str, store_url: str, postgres_server: PostgresServer
+) -> None:
+    role = store_url.split("://", 1)[1].split("@", 1)[0]
+
+    def connections() -> int:
+        """The store role's open connections (the superuser's own is not one)."""
+        with psycopg.connect(postgres_server.url_for("atomic_store"), autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE usename = %s", (role,)
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    async def scenario() -> tuple[int, int, TriggerEvent | None]:
+        before = await asyncio.to_thread(connections)
+        events = Events(_trigger(store_conn, poll_interval=0.2))
+        await asyncio.sleep(1.0)  # listening, and counted several times
+        waiting = await asyncio.to_thread(connections)
+        writer = await asyncio.to_thread(late_writer.start, store_url, "jobs", "one", 0.0)
+        event = await events.next(60)
+        await asyncio.to_thread(writer.wait, 60)
+        await asyncio.sleep(0.5)  # counted again after the event, and waiting
+        after = await asyncio.to_thread(connections)
+        await events.aclose()
+        return waiting - before, after - before, event
+
+    waiting, after_event, event = _run(scenario())
+    assert event is not None
+    assert (waiting, after_event) == (1, 1)
 
 
 @pytest.mark.postgres
