@@ -113,6 +113,18 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the UI page check in headless Chromium",
     )
     parser.add_argument(
+        "--no-events",
+        action="store_true",
+        help="skip the event-driven dispatcher's phase (its idle window, floor and latency)",
+    )
+    parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=0.0,
+        help="keep the event-driven dispatcher's queue idle at least this long before its "
+        "items (default 0: the main drain's duration; 600 for the 10-minute figure)",
+    )
+    parser.add_argument(
         "--time-limit",
         type=float,
         default=1200.0,
@@ -166,8 +178,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from e2e import scenario
 
-            wait_for_dags(api, deployment, list(scenario.DAG_IDS), timeout=180)
-            options = scenario.Options(browser=not args.no_browser)
+            wait_for_dags(api, deployment, list(scenario.ALL_DAG_IDS), timeout=180)
+            options = scenario.Options(
+                browser=not args.no_browser,
+                events=not args.no_events,
+                idle_seconds=args.idle_seconds,
+            )
             if args.items is not None:
                 options = dataclasses.replace(options, items=args.items)
             summary = scenario.run(api, deployment, say, options)

@@ -121,6 +121,17 @@ class AirflowApi:
     def pause(self, dag_id: str) -> None:
         self.request("PATCH", f"/dags/{dag_id}", json={"is_paused": True})
 
+    def request_reparse(self, file_token: str) -> None:
+        """Ask the DAG processor to parse a DAG's file now (``file_token`` from :meth:`dag`)."""
+        self.request("PUT", f"/parseDagFile/{file_token}", ok=(200, 201))
+
+    def asset_watchers(self, name: str) -> list[dict[str, Any]]:
+        """The watchers Airflow has registered for the asset ``name`` (none yet: empty)."""
+        assets = self.get("/assets", name_pattern=name, limit=100)["assets"]
+        return [
+            watcher for asset in assets if asset["name"] == name for watcher in asset["watchers"]
+        ]
+
     # -- runs ----------------------------------------------------------------------------------
 
     def trigger(self, dag_id: str, run_id: str, conf: dict[str, Any] | None = None) -> None:

@@ -43,7 +43,7 @@ from typing import Any
 import psutil
 
 from airflow_atomic_store import AtomicStore
-from e2e import browser, celery_hosts, checks
+from e2e import browser, celery_hosts, checks, event_dispatch
 from e2e.api import TERMINAL_RUN_STATES, AirflowApi, wait_for
 from e2e.claim_retry import DAG_ID as CLAIM_RETRY
 from e2e.claim_retry import ClaimRetry
@@ -58,6 +58,8 @@ STALE = "stale_claim_recovery"
 COUNTER = "cross_run_counter"
 LEASE = "leader_lease"
 DAG_IDS = (PRODUCER, DISPATCHER, STALE, COUNTER, LEASE, CLAIM_RETRY)  # the last: e2e/scenario_dags
+#: Every DAG the run needs parsed: the event-driven phase's too (e2e/event_dispatch.py).
+ALL_DAG_IDS = DAG_IDS + event_dispatch.DAG_IDS
 CLAIM_TASK = {DISPATCHER: "drain", STALE: "reclaim"}
 QUEUE_TABLE = "pending_ops"
 EFFECTS_TABLE = "pending_ops_effects"
@@ -87,6 +89,8 @@ class Options:
 
     items: int = ITEMS
     browser: bool = True  # the UI page checked in headless Chromium
+    events: bool = True  # the event-driven dispatcher's phase (e2e/event_dispatch.py)
+    idle_seconds: float = 0.0  # its queue idle at least this long (default: the main drain's time)
 
 
 @dataclass
@@ -167,6 +171,9 @@ def run(
             api.unpause(dag_id)
         driver.progress.retry.start(driver, store)
         driver.trigger(PRODUCER, "produce", {"count": items})
+        events = event_dispatch.EventDispatch(driver) if options.events else None
+        if events is not None:  # its queue stays idle from here until the main drain is over
+            events.arm()
         # The counter runs start once the items are in: queued beside the producer, their
         # hundred task instances (and their higher priority weights) kept its one task
         # waiting for minutes under the CeleryExecutor.
@@ -194,6 +201,8 @@ def run(
         )
         summary = verify(driver, store, time.monotonic() - started)
         summary.update(celery_hosts.verify(driver, DAG_IDS))  # which worker ran which task
+        if events is not None:
+            summary.update(events.run(store, options.idle_seconds))
         return summary
 
 

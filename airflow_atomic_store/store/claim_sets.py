@@ -42,6 +42,8 @@ REFRESH_SECONDS = 10.0
 MAX_REMEMBERED_CHOICES = 256
 #: How long a process waits before trying again to declare a set it could not build.
 RETRY_SECONDS = 60.0
+#: How often a claim waiting for another process's build of its set looks again.
+BUILD_POLL_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,10 @@ class SetStorage(Protocol):
         ...
 
     def drop_claim_set(self, name: str) -> bool: ...
+
+    def build_in_progress(self) -> bool:
+        """Whether some process is building an index of this database's stores now."""
+        ...
 
     def ensure_record_index(self, *, timeout: float) -> bool:
         """The ``(table_name, record_timestamp, key)`` index; False if not built now.
@@ -193,24 +199,63 @@ class ClaimSetCatalog:
         if now - self._attempted.get(candidate.identity, float("-inf")) < RETRY_SECONDS:
             return None
         self._attempted[candidate.identity] = now
-        if any(s.claim_set.identity == candidate.identity for s in self._sets[table]):
-            return None  # being built by another process, or given up on
+        known = self._stored(table, candidate.identity)
+        if known is not None and known.state == "failed":
+            return None  # given up on: declare it to build it without a time limit
+        if known is not None and known.state == "building" and self._storage.build_in_progress():
+            return self._await_build(table, candidate.identity, conditions, match, column)
+        # Not known, or "building" with no build running: a build that died (its invalid
+        # index is rebuilt) or one that stood aside. Build it here.
         built = self._storage.build_claim_set(
             candidate,
             "automatic",
             timeout=AUTOMATIC_BUILD_SECONDS,
             automatic_limit=AUTOMATIC_SETS_PER_TABLE,
         )
-        if built is not None:
-            log.info(
-                "atomic store: declared claimable set %s on table %r (%s) so claims with "
-                "this filter skip the rows already consumed; list with claim_sets(), turn "
-                "off with auto_claim_sets=False",
-                built.name,
-                table,
-                built.claim_set.to_json()["where"],
-            )
         self._reload(table, now)
+        if built is None:  # another process holds the build lock: maybe building this set
+            return self._await_build(table, candidate.identity, conditions, match, column)
+        log.info(
+            "atomic store: declared claimable set %s on table %r (%s) so claims with "
+            "this filter skip the rows already consumed; list with claim_sets(), turn "
+            "off with auto_claim_sets=False",
+            built.name,
+            table,
+            built.claim_set.to_json()["where"],
+        )
+        return self._best(table, conditions, match, column)
+
+    def _stored(self, table: str, identity: Any) -> StoredSet | None:
+        return next(
+            (s for s in self._sets.get(table, ()) if s.claim_set.identity == identity), None
+        )
+
+    def _await_build(
+        self,
+        table: str,
+        identity: Any,
+        conditions: Sequence[Condition],
+        match: str,
+        column: OrderColumn,
+    ) -> ChosenSet | None:
+        """Wait, at most ``AUTOMATIC_BUILD_SECONDS``, for another process's build of this set.
+
+        Claiming meanwhile would walk the table's whole history, slowly, and hold up
+        the build itself: ``CREATE INDEX CONCURRENTLY`` waits for every transaction
+        older than each of its phases, and on a long history each such claim is one.
+        Waiting holds no lock and no snapshot. It ends when the set is ready, failed
+        or gone, when no build runs any more, or at the bound; the claim then runs
+        through the set if it is ready, unindexed if not.
+        """
+        deadline = time.monotonic() + AUTOMATIC_BUILD_SECONDS
+        while True:
+            known = self._stored(table, identity)
+            if known is None or known.state != "building":
+                break
+            if time.monotonic() >= deadline or not self._storage.build_in_progress():
+                break
+            time.sleep(BUILD_POLL_SECONDS)
+            self._reload(table, time.monotonic())
         return self._best(table, conditions, match, column)
 
     def _best(

@@ -270,3 +270,76 @@ def test_the_record_timestamp_index_is_built_only_once_something_orders_by_it(st
     newest = store.query("queue", order_by="recordTimestamp", direction="desc", limit=1)
     assert [row["key"] for row in newest] == ["00011"]
     assert record_index in index_names(store_url)
+
+
+# -- a set built by another process (PostgreSQL: builds take time and are visible) ----------
+
+BUILD_SECONDS = 1.5  # how long the stand-in builder below keeps its build running
+
+
+def _build_slowly_or_claim(barrier: Any, url: str, role: str) -> Any:
+    """``builder``: what a process building the queue's set does, slowed down; or a claim."""
+    import time
+
+    import psycopg
+
+    from airflow_atomic_store.spec.claim_sets import automatic_claim_set
+    from airflow_atomic_store.store.claim_defaults import DEFAULT_WRITTEN
+    from airflow_atomic_store.store.postgres import claim_sets, schema
+
+    with _manual(url) as store:
+        store.get("queue", "warm-up")  # the schema exists before either role starts
+        if role == "claim":
+            barrier.wait(timeout=60)
+            time.sleep(0.3)  # the builder has recorded its set by now
+            with AtomicStore(url) as claimer:  # automatic sets on, as by default
+                started = time.monotonic()
+                claimed = claimer.atomic_claim("queue", where=PENDING, limit=5)
+                return time.monotonic() - started, [row["key"] for row in claimed["claimed"]]
+        backend = store._backend  # type: ignore[attr-defined]
+        claim_set = automatic_claim_set(
+            "queue", parse_where(PENDING), "all", "created_at", DEFAULT_WRITTEN
+        )
+        assert claim_set is not None
+        name = claim_set.index_name(PHYSICAL_TABLE)
+        create = claim_sets.create_index(
+            PHYSICAL_TABLE, claim_set, backend._set_predicate(claim_set)
+        )
+        with psycopg.connect(url, autocommit=True) as builder:
+            cursor = builder.cursor()
+            with claim_sets.build_lock(cursor, wait=True):
+                claim_sets._record(
+                    cursor, schema.sets_table(PHYSICAL_TABLE), name, claim_set, "automatic"
+                )
+                barrier.wait(timeout=60)
+                time.sleep(BUILD_SECONDS)
+                cursor.execute(create.encode())
+        return name
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_claim_waits_for_another_process_building_its_set_and_claims_through_it(store, store_url):
+    _aged_queue(store, done=500, pending=20)
+    name, (waited, keys) = run_in_processes(
+        _build_slowly_or_claim, [(store_url, "build"), (store_url, "claim")], timeout=120
+    )
+    assert keys == [f"{number:05}" for number in range(500, 505)]
+    assert waited >= BUILD_SECONDS - 0.3 - 0.1  # it waited for the build, not walked around it
+    assert {s["name"]: s["state"] for s in store.claim_sets("queue")} == {name: "ready"}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_another_sessions_build_lock_shows_as_a_build_in_progress(store, store_url):
+    import psycopg
+
+    from airflow_atomic_store.store.postgres.claim_sets import BUILD_LOCK_ID
+
+    backend = store._backend
+    assert backend.build_in_progress() is False
+    with psycopg.connect(store_url, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", (BUILD_LOCK_ID,))
+        assert backend.build_in_progress() is True
+        other.execute("SELECT pg_advisory_unlock(%s)", (BUILD_LOCK_ID,))
+    assert backend.build_in_progress() is False

@@ -92,6 +92,10 @@ class PostgresBackend(PostgresConnection):
                 restore=self._configured_timeouts(),
             )
 
+    def build_in_progress(self) -> bool:
+        with self._cursor() as cur:
+            return claim_sets.build_in_progress(cur)
+
     def ensure_record_index(self, *, timeout: float) -> bool:
         """The ``record_timestamp`` index, built the first time something orders by it."""
         name, create = schema.record_index(self._table_name)

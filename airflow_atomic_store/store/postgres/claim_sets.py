@@ -62,12 +62,7 @@ def build(
     """Record the set and build its index; see ``SetStorage.build_claim_set``."""
     name = claim_set.index_name(storage_table)
     sets_table = schema.sets_table(storage_table)
-    index = sql.Identifier(name).as_string(None)
-    create = (
-        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON "
-        f"{sql.Identifier(storage_table).as_string(None)} ({claim_set.column}, key) "
-        f"WHERE {without_placeholders(predicate)}"
-    )
+    create = create_index(storage_table, claim_set, predicate)
     with build_lock(cursor, wait=timeout is None) as held:
         if not held:
             return None  # another process is building: claim without waiting for it
@@ -86,6 +81,31 @@ def build(
                 f"UPDATE {sets_table} SET problem = %s WHERE name = %s".encode(), (problem, name)
             )
         return _load_one(cursor, sets_table, name) if outcome == "ready" else None
+
+
+#: Whether some session holds the build lock (a bigint advisory lock shows in
+#: ``pg_locks`` as its high and low 32 bits). Read, not tried: a ``pg_try_`` probe
+#: would hold the lock for an instant and make a real builder stand aside.
+_BUILDING = (
+    "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND granted "
+    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "AND classid = %s AND objid = %s AND objsubid = 1)"
+)
+
+
+def build_in_progress(cursor: psycopg.Cursor[Any]) -> bool:
+    row = cursor.execute(_BUILDING, (BUILD_LOCK_ID >> 32, BUILD_LOCK_ID & 0xFFFFFFFF)).fetchone()
+    return bool(row and row[0])
+
+
+def create_index(storage_table: str, claim_set: ClaimSet, predicate: str) -> str:
+    """The set's ``CREATE INDEX CONCURRENTLY``: ``(order column, key)`` where its predicate holds."""
+    index = sql.Identifier(claim_set.index_name(storage_table)).as_string(None)
+    return (
+        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON "
+        f"{sql.Identifier(storage_table).as_string(None)} ({claim_set.column}, key) "
+        f"WHERE {without_placeholders(predicate)}"
+    )
 
 
 @contextlib.contextmanager

@@ -102,6 +102,10 @@ class SqliteBackend(SqliteConnection):
             return None
         return next(s for s in self.load_claim_sets(claim_set.table) if s.name == name)
 
+    def build_in_progress(self) -> bool:
+        """Never visible: a build is one write transaction, which other writers wait for."""
+        return False
+
     def ensure_record_index(self, *, timeout: float) -> bool:
         """One write transaction, like a set's build (``timeout`` is not applied)."""
         with self._transaction() as connection:
