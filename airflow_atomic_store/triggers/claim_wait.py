@@ -35,7 +35,7 @@ class ClaimWaitTrigger(BaseTrigger):
         *,
         conn_id: str,
         table: str,
-        where: Sequence[Mapping[str, Any]] | None = None,
+        where: Sequence[Mapping[str, Any]] | str | None = None,
         match: str = "all",
         min_rows: int = 1,
         poll_interval: float = 2.0,

@@ -113,7 +113,8 @@ class ClaimableRowsTrigger(BaseEventTrigger):
 
     :param conn_id: connection id of the store.
     :param table: the queue's logical table.
-    :param where: conditions selecting claimable rows (the claim's own ``where``).
+    :param where: conditions selecting claimable rows (the claim's own ``where``), or
+        their JSON text (as ``serialize()`` writes them).
     :param match: ``"all"`` or ``"any"``.
     :param min_rows: fire only when at least this many rows match (1 to 1000).
     :param poll_interval: seconds between counts when nothing wakes the trigger.
@@ -126,7 +127,7 @@ class ClaimableRowsTrigger(BaseEventTrigger):
         *,
         conn_id: str = "atomic_store_default",
         table: str,
-        where: Sequence[Mapping[str, Any]] | None = None,
+        where: Sequence[Mapping[str, Any]] | str | None = None,
         match: str = "all",
         min_rows: int = 1,
         poll_interval: float = 2.0,

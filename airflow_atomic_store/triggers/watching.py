@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,8 +18,13 @@ from airflow_atomic_store.triggers.sources import open_source
 class WatchArguments:
     """A trigger's arguments, validated by the spec layer; what ``serialize()`` holds.
 
-    ``where`` is kept as the user gave it (a list of plain dicts): it is JSON, goes
-    into the serialized DAG as is, and the store parses it again when it counts.
+    ``where`` is kept as the user gave it (a list of plain dicts), and serialized
+    as its JSON text: every serialized value is a plain scalar. Airflow links a
+    watcher's trigger to its asset by a hash of the trigger's kwargs, taken once as
+    the DAG encodes them and once as the trigger table gives them back; a dict
+    comes back in another form than it was encoded in (Airflow 3.3.2), the two
+    hashes differ, and the trigger is created, never linked, and cleaned up as
+    unused: the watcher never runs. Text encodes as itself on every line.
     """
 
     conn_id: str
@@ -33,13 +39,18 @@ class WatchArguments:
         cls,
         conn_id: Any,
         table: Any,
-        where: Sequence[Mapping[str, Any]] | None,
+        where: Sequence[Mapping[str, Any]] | str | None,
         match: Any,
         min_rows: Any,
         poll_interval: Any,
     ) -> WatchArguments:
         if not isinstance(conn_id, str) or not conn_id:
             raise SpecError("conn_id", f"must be a connection id, got {conn_id!r}")
+        if isinstance(where, str):  # as serialize() wrote it
+            try:
+                where = json.loads(where)
+            except ValueError as exc:
+                raise SpecError("where", f"is not JSON text: {exc}") from None
         watch = parse_watch(table, where, match, min_rows)
         return cls(
             conn_id=conn_id,
@@ -54,7 +65,7 @@ class WatchArguments:
         return {
             "conn_id": self.conn_id,
             "table": self.table,
-            "where": self.where,
+            "where": json.dumps(self.where, sort_keys=True, separators=(",", ":")),
             "match": self.match,
             "min_rows": self.min_rows,
             "poll_interval": self.poll_interval,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -40,13 +41,31 @@ def _first_event(trigger: ClaimableRowsTrigger, conn_id: str) -> Any:
     return asyncio.run(first())
 
 
+def test_airflow_links_the_watcher_trigger_to_its_asset() -> None:
+    """Airflow links a watcher's trigger to its asset by a hash of the trigger's kwargs,
+    taken as the DAG encodes them and again as the trigger table gives them back: the
+    two must agree, or the trigger is created, never linked, and cleaned up as unused
+    (the watcher never runs; the e2e deployment found it so with nested kwargs)."""
+    from airflow.models.trigger import Trigger
+    from airflow.serialization.serialized_objects import BaseSerialization
+    from airflow.triggers.base import BaseEventTrigger
+
+    trigger = _watcher_trigger(example_dag("event_driven_dispatcher"))
+    classpath, kwargs = trigger.serialize()
+    encoded = {name: BaseSerialization.serialize(value) for name, value in kwargs.items()}
+    stored = Trigger(classpath=classpath, kwargs=encoded)
+    assert BaseEventTrigger.hash(classpath, stored.kwargs) == BaseEventTrigger.hash(
+        classpath, encoded
+    )
+
+
 def test_the_watcher_watches_what_the_dispatcher_claims() -> None:
     dispatcher = example_dag("event_driven_dispatcher")
     trigger = _watcher_trigger(dispatcher)
     _, kwargs = trigger.serialize()
     drain = dispatcher.get_task("drain")
     assert kwargs["table"] == dispatcher.params["table"] == "event_ops"
-    assert kwargs["where"] == drain.where
+    assert json.loads(kwargs["where"]) == drain.where
     assert kwargs["conn_id"] == dispatcher.params["conn_id"]
     assert drain.short_circuit is True
 

@@ -287,13 +287,14 @@ def test_serialized_kwargs_hold_the_connection_id_and_the_spec_only() -> None:
     assert kwargs == {
         "conn_id": "atomic_store_prod",
         "table": "jobs",
-        "where": PENDING,
+        "where": '[{"field":"status","operator":"equals","value":"pending"}]',
         "match": "all",
         "min_rows": 5,
         "poll_interval": 3.0,
         "rearm_after": 120.0,
     }
-    json.dumps(kwargs)  # plain JSON: what the serialized DAG stores
+    # Plain scalars only (see WatchArguments): what the serialized DAG stores as it is.
+    assert all(isinstance(value, (str, int, float)) for value in kwargs.values())
     assert ClaimableRowsTrigger(**kwargs).serialize() == (classpath, kwargs)
     wait = ClaimWaitTrigger(conn_id="c", table="jobs", where=PENDING, deadline=timestamps.now())
     wait_path, wait_kwargs = wait.serialize()
