@@ -46,16 +46,17 @@ class WatchArguments:
     ) -> WatchArguments:
         if not isinstance(conn_id, str) or not conn_id:
             raise SpecError("conn_id", f"must be a connection id, got {conn_id!r}")
+        conditions: Any = where
         if isinstance(where, str):  # as serialize() wrote it
             try:
-                where = json.loads(where)
+                conditions = json.loads(where)
             except ValueError as exc:
                 raise SpecError("where", f"is not JSON text: {exc}") from None
-        watch = parse_watch(table, where, match, min_rows)
+        watch = parse_watch(table, conditions, match, min_rows)
         return cls(
             conn_id=conn_id,
             table=watch.table,
-            where=[dict(condition) for condition in (where or ())],
+            where=[dict(condition) for condition in (conditions or ())],
             match=watch.match,
             min_rows=watch.min_rows,
             poll_interval=parse_seconds(poll_interval, "poll_interval"),
