@@ -170,16 +170,10 @@ class PostgresBackend(PostgresConnection):
         )
         statement, params = self._sql.compile(kind, where, match, apply=apply)
         args = (*mutation_params, table, key, *params)
-        if receipt is None:
-            with self._cursor() as cur:
-                row = cur.execute(statement, (*args, *channel)).fetchone()
-            return (None if row is None else row[0]), False
-        outcome = receipts.run_keyed(
-            self._cursor, self._table_name, statement, args, receipt, many_rows=False, last=channel
-        )
-        if outcome.recorded is not receipts.NOTHING:
-            return outcome.recorded[0], True
-        return (outcome.rows[0][0] if outcome.rows else None), False
+        rows, recorded = self._execute(statement, args, channel, receipt, many_rows=False)
+        if recorded is not receipts.NOTHING:
+            return recorded[0], True
+        return (rows[0][0] if rows else None), False
 
     def claim(
         self,
@@ -200,22 +194,9 @@ class PostgresBackend(PostgresConnection):
             kind, table, where, match, ordering, limit, claim_set, apply
         )
         args = (*params, *mutation_params, table)
-        if receipt is None:
-            with self._cursor(many_rows=limit > 1) as cur:
-                rows = cur.execute(statement, (*args, *channel)).fetchall()
-        else:
-            outcome = receipts.run_keyed(
-                self._cursor,
-                self._table_name,
-                statement,
-                args,
-                receipt,
-                many_rows=limit > 1,
-                last=channel,
-            )
-            if outcome.recorded is not receipts.NOTHING:
-                return [(key, value) for key, value in outcome.recorded], True
-            rows = outcome.rows
+        rows, recorded = self._execute(statement, args, channel, receipt, many_rows=limit > 1)
+        if recorded is not receipts.NOTHING:
+            return [(key, value) for key, value in recorded], True
         return _in_claim_order(rows, ordering), False
 
     def explain_claim(
@@ -262,29 +243,46 @@ class PostgresBackend(PostgresConnection):
         kind, channel = self._sql.notifying("upsert", kind, table)
         statement = self._sql.statement(kind, "", None, apply)
         for _ in range(_SEED_ATTEMPTS):
-            if receipt is None:
-                with self._cursor() as cur:
-                    rows = cur.execute(statement, (*args, *channel)).fetchall()
-            else:
-                outcome = receipts.run_keyed(
-                    self._cursor,
-                    self._table_name,
-                    statement,
-                    args,
-                    receipt,
-                    many_rows=False,
-                    last=channel,
-                )
-                if outcome.recorded is not receipts.NOTHING:
-                    inserted, value = outcome.recorded
-                    return (bool(inserted), value), True
-                rows = outcome.rows
+            rows, recorded = self._execute(statement, args, channel, receipt, many_rows=False)
+            if recorded is not receipts.NOTHING:
+                inserted, value = recorded
+                return (bool(inserted), value), True
             if rows:
                 value, inserted = rows[0]
                 return (bool(inserted), value), False
         raise StoreUnavailableError(
             f"seed of {key!r} kept meeting a row inserted and deleted by others; try again"
         )
+
+    def _execute(
+        self,
+        statement: bytes,
+        args: tuple[Any, ...],
+        channel: tuple[str, ...],
+        receipt: Receipt | None,
+        *,
+        many_rows: bool,
+    ) -> tuple[list[Any], Any]:
+        """A write's rows, and what an earlier call under its key recorded (or ``NOTHING``).
+
+        Without a receipt: the statement, once, on the store's connection. With one:
+        through ``receipts.run_keyed``, which writes the receipt in the same
+        statement, or returns the recorded result when the key was used before.
+        ``channel`` (the notification's, when the write notifies) goes last.
+        """
+        if receipt is None:
+            with self._cursor(many_rows=many_rows) as cur:
+                return cur.execute(statement, (*args, *channel)).fetchall(), receipts.NOTHING
+        outcome = receipts.run_keyed(
+            self._cursor,
+            self._table_name,
+            statement,
+            args,
+            receipt,
+            many_rows=many_rows,
+            last=channel,
+        )
+        return outcome.rows, outcome.recorded
 
     def purge_receipts(self, limit: int) -> int:
         with self._cursor() as cur:
