@@ -201,7 +201,8 @@ def _adopt_forked_home(home: Path) -> None:
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": url,
         }
     )
-    settings.engine.dispose(close=False)  # the zygote's pooled connections are not ours
+    if settings.engine is not None:  # the zygote's pooled connections are not ours
+        settings.engine.dispose(close=False)
     settings.SQL_ALCHEMY_CONN = url
     settings.configure_orm()
 

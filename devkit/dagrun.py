@@ -12,7 +12,7 @@ import copy
 import functools
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 _BUNDLE = "dags-folder"
 
@@ -92,7 +92,8 @@ def _parsed(dag: Any) -> Any:
         return from_dag(dag)
     if dag.relative_fileloc is None:
         dag.relative_fileloc = dag.fileloc
-    return LazyDeserializedDAG(data=SerializedDAG.to_dict(dag))
+    to_dict = cast(Any, SerializedDAG).to_dict  # 3.0 has it; later lines have from_dag
+    return LazyDeserializedDAG(data=to_dict(dag))
 
 
 def _parse_duration(update: Any) -> dict[str, Any]:
@@ -110,9 +111,10 @@ def _xcom_rows(session: Any, run_id: str, dag_id: str) -> list[Any]:
 
     from airflow.models.xcom import XComModel
 
-    if "session" in inspect.signature(XComModel.get_many).parameters:  # 3.0: a session query
-        return list(XComModel.get_many(run_id=run_id, dag_ids=dag_id, session=session).all())
-    return list(session.scalars(XComModel.get_many(run_id=run_id, dag_ids=dag_id)).all())
+    get_many: Any = XComModel.get_many  # its signature differs between lines
+    if "session" in inspect.signature(get_many).parameters:  # 3.0: a session query
+        return list(get_many(run_id=run_id, dag_ids=dag_id, session=session).all())
+    return list(session.scalars(get_many(run_id=run_id, dag_ids=dag_id)).all())
 
 
 def _build_the_execution_api_once() -> None:
@@ -127,7 +129,7 @@ def _build_the_execution_api_once() -> None:
     from airflow.sdk.execution_time import supervisor
 
     if not hasattr(supervisor.in_process_api_server, "cache_info"):
-        supervisor.in_process_api_server = functools.lru_cache(maxsize=1)(  # type: ignore[assignment]
+        supervisor.in_process_api_server = functools.lru_cache(maxsize=1)(
             supervisor.in_process_api_server
         )
 

@@ -61,8 +61,8 @@ def find_server_binaries() -> tuple[Path, Path]:
         return tuple(int(part) for part in number.split(".") if part.isdigit())
 
     candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=version, reverse=True)
-    for bindir in candidates:
-        initdb_path, pg_ctl_path = Path(bindir) / "initdb", Path(bindir) / "pg_ctl"
+    for candidate in candidates:
+        initdb_path, pg_ctl_path = Path(candidate) / "initdb", Path(candidate) / "pg_ctl"
         if initdb_path.exists() and pg_ctl_path.exists():
             return initdb_path, pg_ctl_path
     raise PostgresServerError(

@@ -1,6 +1,6 @@
 """Direct access to the physical table, for the few tests that must set up
 states the public API cannot produce (for example two rows with the same
-``created_at``). The storage model is part of DESIGN.md: one table
+``created_at``). The storage model is part of the design contract: one table
 ``atomic_store_rows (table_name, key, value, created_at, record_timestamp)``.
 """
 
