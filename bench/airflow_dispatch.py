@@ -11,6 +11,7 @@ Writes one JSON object to the path given as ``--out``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -47,6 +48,8 @@ class StoreTimer:
             setattr(AtomicStore, name, self._wrap(getattr(AtomicStore, name)))
 
     def _wrap(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        # wraps: the operators take their defaults from these methods' signatures.
+        @functools.wraps(method)
         def timed(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter()
             try:
