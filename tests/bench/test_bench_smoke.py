@@ -65,3 +65,15 @@ def test_the_full_report_compares_every_saved_run_with_the_current_one() -> None
     labels = [label for label, path, _ in compare.SAVED_RUNS if path.exists()]
     assert header == "| " + " | ".join(["figure", *labels, "this run"]) + " |"
     assert "| hot key increments (ops/s) |" in section
+
+
+def test_the_airflow_scenario_times_the_store_without_changing_its_signatures() -> None:
+    """The operators take their defaults from the store's signatures (``store_defaults``),
+    and the Airflow scenario's child wraps the store's methods before it imports them."""
+    import inspect
+
+    from airflow_atomic_store import AtomicStore
+    from bench.airflow_dispatch import StoreTimer
+
+    timed = StoreTimer(())._wrap(AtomicStore.atomic_claim)
+    assert inspect.signature(timed) == inspect.signature(AtomicStore.atomic_claim)
