@@ -193,12 +193,17 @@ def test_work_nobody_claims_fires_again_after_rearm_after(
 # -- outages (PostgreSQL) --------------------------------------------------------------
 
 
+def _role(store_url: str) -> str:
+    """The database role the store's URL signs in as (its sessions in ``pg_stat_activity``)."""
+    return store_url.split("://", 1)[1].split("@", 1)[0]
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 def test_survives_its_connections_being_terminated(
     store_conn: str, store_url: str, postgres_server: PostgresServer
 ) -> None:
-    role = store_url.split("://", 1)[1].split("@", 1)[0]
+    role = _role(store_url)
 
     async def scenario() -> TriggerEvent | None:
         events = Events(_trigger(store_conn, poll_interval=0.5))
@@ -225,7 +230,7 @@ def test_survives_its_connections_being_terminated(
 def test_holds_one_connection_per_watched_table_while_it_waits(
     store_conn: str, store_url: str, postgres_server: PostgresServer
 ) -> None:
-    role = store_url.split("://", 1)[1].split("@", 1)[0]
+    role = _role(store_url)
 
     def connections() -> int:
         """The store role's open connections (the superuser's own is not one)."""
