@@ -65,7 +65,7 @@ def build(
     create = create_index(storage_table, claim_set, predicate)
     with build_lock(cursor, wait=timeout is None) as held:
         if not held:
-            return None  # another process is building: claim without waiting for it
+            return None  # another process is building: the catalog waits for it (bounded)
         if origin == "automatic" and not _may_add_automatic(
             cursor, sets_table, claim_set, name, automatic_limit
         ):
