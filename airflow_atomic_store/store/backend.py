@@ -71,6 +71,18 @@ class Backend(SetStorage, Protocol):
         """
         ...
 
+    def count_query(
+        self,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        limit: int,
+        claim_set: ChosenSet | None = None,
+    ) -> tuple[bytes | str, list[Any]]:
+        """:meth:`count`'s statement and parameters, to run on another connection."""
+        ...
+
     def update(
         self,
         table: str,

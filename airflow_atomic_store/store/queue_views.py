@@ -63,6 +63,34 @@ class QueueViews:
         counts: a different first key means the queue's head was consumed, even
         if as many rows arrived meanwhile and the count did not move.
         """
+        spec = self._backlog_spec(table, where, match, at_most)
+        try:
+            count, first = self._backend.count(*spec)
+        except ClaimSetGone:
+            self._claim_sets.forget(spec[0])
+            count, first = self._backend.count(*spec[:-1])
+        return {"count": count, "first": first}
+
+    def backlog_query(
+        self,
+        table: str,
+        where: Any = None,
+        match: str = "all",
+        *,
+        at_most: int = 1000,
+    ) -> tuple[bytes | str, list[Any]]:
+        """:meth:`backlog`'s statement and parameters, for a connection of the caller's.
+
+        A PostgreSQL trigger runs it on the connection it ``LISTEN``s on, so that a
+        watched table holds one connection without opening a new one per count.
+        The result row is ``(count, first key)``.
+        """
+        return self._backend.count_query(*self._backlog_spec(table, where, match, at_most))
+
+    def _backlog_spec(
+        self, table: str, where: Any, match: str, at_most: int
+    ) -> tuple[str, Any, str, Any, int, Any]:
+        """The backlog's parsed arguments and the claimable set that serves its filter."""
         table = parse_table(table)
         conditions, mode = parse_where(where), parse_match(match)
         cap = parse_limit(at_most, QUERY_LIMIT, field="at_most")
@@ -70,12 +98,7 @@ class QueueViews:
         chosen = self._claim_sets.for_claim(
             table, conditions, mode, ordering.column, may_declare=False
         )
-        try:
-            count, first = self._backend.count(table, conditions, mode, ordering, cap, chosen)
-        except ClaimSetGone:
-            self._claim_sets.forget(table)
-            count, first = self._backend.count(table, conditions, mode, ordering, cap)
-        return {"count": count, "first": first}
+        return table, conditions, mode, ordering, cap, chosen
 
     def ensure_claim_index(
         self,

@@ -13,11 +13,13 @@ how many rows match now (``count``), and "wait until something may have changed,
   back to sleeping and reconnects on each later wait. SQLite has no
   notifications: ``wait`` sleeps, so the trigger polls.
 
-So on PostgreSQL a watched table holds one connection while it waits, the idle
-``LISTEN`` one: the store's is opened for each count (a few milliseconds, far
-below Airflow's own run start) and closed again, so a triggerer watching many
-tables does not hold two connections per table through every idle hour. On SQLite
-it costs none between polls but an open file.
+So on PostgreSQL a watched table holds one connection, the ``LISTEN`` one, and
+counts on it too: the store compiles the count (its where compiler, its claimable
+sets) and the statement runs on the listening connection between waits
+(notifications that arrive meanwhile are kept by psycopg for the next wait). The
+store's own connection is opened only when it must read its catalog of claimable
+sets, or while the listening connection is lost, and closed after each use. On
+SQLite it costs none between polls but an open file.
 """
 
 from __future__ import annotations
@@ -129,10 +131,34 @@ class ListeningSource(PollingSource):
     async def start(self) -> None:
         await self._listening()
 
+    async def count(self) -> tuple[int, str | None]:
+        import psycopg
+
+        listener = self._listener
+        if listener is None or listener.closed:
+            return await super().count()  # through the store's connection, closed after
+        statement, params = await asyncio.to_thread(self._count_query)
+        try:
+            row = await (await listener.execute(statement, params)).fetchone()
+        except psycopg.Error as exc:
+            log.warning("atomic store trigger: lost the LISTEN connection (%s); polling", exc)
+            await self._drop_listener()
+            return await super().count()
+        return (int(row[0]), row[1]) if row else (0, None)
+
+    def _count_query(self) -> tuple[Any, list[Any]]:
+        watch = self._watch
+        try:
+            return self._store.backlog_query(
+                watch.table, watch.where, watch.match, at_most=COUNT_CAP
+            )
+        finally:  # reading the catalog may have opened it; it reconnects when next needed
+            self._store.close()
+
     def _count(self) -> tuple[int, str | None]:
         try:
             return super()._count()
-        finally:  # the store reconnects on its next call
+        finally:
             self._store.close()
 
     async def wait(self, timeout: float) -> None:

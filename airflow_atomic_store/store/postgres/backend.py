@@ -148,12 +148,21 @@ class PostgresBackend(PostgresConnection):
         limit: int,
         claim_set: ChosenSet | None = None,
     ) -> tuple[int, str | None]:
-        statement, params = self._sql.compile_pick(
-            "count", table, where, match, ordering, limit, claim_set
-        )
+        statement, params = self.count_query(table, where, match, ordering, limit, claim_set)
         with self._cursor() as cur:
             row = cur.execute(statement, params).fetchone()
         return (int(row[0]), row[1]) if row else (0, None)
+
+    def count_query(
+        self,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        limit: int,
+        claim_set: ChosenSet | None = None,
+    ) -> tuple[bytes, list[Any]]:
+        return self._sql.compile_pick("count", table, where, match, ordering, limit, claim_set)
 
     def update(
         self,

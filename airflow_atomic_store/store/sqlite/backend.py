@@ -128,12 +128,24 @@ class SqliteBackend(SqliteConnection):
         limit: int,
         claim_set: ChosenSet | None = None,
     ) -> tuple[int, str | None]:
+        statement, params = self.count_query(table, where, match, ordering, limit, claim_set)
+        with self._transaction(write=False) as connection:
+            rows = selection.fetch(connection, statement, params, claim_set)
+        return (int(rows[0][0]), rows[0][1]) if rows else (0, None)
+
+    def count_query(
+        self,
+        table: str,
+        where: Sequence[Condition],
+        match: str,
+        ordering: Ordering,
+        limit: int,
+        claim_set: ChosenSet | None = None,
+    ) -> tuple[str, list[Any]]:
         statement, params = self._sql.compile_select(
             "count", table, where, match, ordering, claim_set
         )
-        with self._transaction(write=False) as connection:
-            rows = selection.fetch(connection, statement, (*params, limit), claim_set)
-        return (int(rows[0][0]), rows[0][1]) if rows else (0, None)
+        return statement, [*params, limit]
 
     def explain_claim(
         self,
