@@ -288,8 +288,9 @@ class EventDispatch:
     def _connections_while_waiting(self) -> int:
         """The trigger's store connections between counts: the fewest of a few looks.
 
-        Each count opens the store's connection for a few milliseconds; a look that
-        lands on one sees it. A trigger that kept it open would show it every time.
+        A catalog read (or a count while the ``LISTEN`` connection is lost) opens the
+        store's connection for a few milliseconds; a look that lands on one sees it. A
+        trigger that kept it open would show it every time.
         """
         looks = []
         for _ in range(3):

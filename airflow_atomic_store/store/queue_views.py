@@ -63,12 +63,14 @@ class QueueViews:
         counts: a different first key means the queue's head was consumed, even
         if as many rows arrived meanwhile and the count did not move.
         """
-        spec = self._backlog_spec(table, where, match, at_most)
+        table, conditions, mode, ordering, cap, chosen = self._backlog_spec(
+            table, where, match, at_most
+        )
         try:
-            count, first = self._backend.count(*spec)
+            count, first = self._backend.count(table, conditions, mode, ordering, cap, chosen)
         except ClaimSetGone:
-            self._claim_sets.forget(spec[0])
-            count, first = self._backend.count(*spec[:-1])
+            self._claim_sets.forget(table)
+            count, first = self._backend.count(table, conditions, mode, ordering, cap)
         return {"count": count, "first": first}
 
     def backlog_query(
