@@ -83,6 +83,46 @@ def test_claims_agree_with_the_oracle_whether_or_not_a_set_covers_them(store_url
         assert [row["key"] for row in claimed["claimed"]] == expected
 
 
+#: One row per JSON type, and strings shaped like the JSON text of a container.
+_STATUSES = {
+    "pending": "pending",
+    "array-text": "[1]",
+    "object-text": '{"a":1}',
+    "empty": "",
+    "array": [1],
+    "object": {"a": 1},
+    "number": 1,
+    "true": True,
+    "null": None,
+}
+
+
+@pytest.mark.parametrize("value", ["pending", "[1]", '{"a":1}', ""])
+@pytest.mark.parametrize("operator", ["equals", "in"])
+def test_a_set_over_a_string_holds_that_string_and_no_value_of_another_type(
+    store_url, value, operator
+):
+    """A set's literal equality holds exactly the rows the oracle accepts.
+
+    The claim goes through the set's index (SQLite names it, so a predicate the
+    claim's text does not prove would fail the claim).
+    """
+    where = [
+        {"field": "status", "operator": operator, "value": [value] if operator == "in" else value}
+    ]
+    with _manual(store_url) as store:
+        for key, status in _STATUSES.items():
+            store.put("typed", key, {"status": status})
+        store.put("typed", "missing", {})
+        name = store.ensure_claim_index(table="typed", where=where)
+        assert [entry["name"] for entry in store.claim_sets()] == [name]
+        rows = {row["key"]: row["value"] for row in store.query("typed", limit=100)}
+        expected = sorted(k for k, v in rows.items() if evaluate(parse_where(where), "all", v))
+        claimed = store.atomic_claim("typed", where=where, limit=100)["claimed"]
+        assert sorted(row["key"] for row in claimed) == expected
+        assert expected == [k for k, v in _STATUSES.items() if v == value]
+
+
 def test_sets_are_per_table_and_a_set_never_serves_another_table(store_url):
     with _manual(store_url) as store:
         _aged_queue(store, "a", done=20, pending=5)

@@ -20,7 +20,7 @@ from psycopg import sql
 from airflow_atomic_store.exceptions import StoreUnavailableError
 from airflow_atomic_store.spec import Condition, Mutation, Ordering
 from airflow_atomic_store.spec.claim_sets import ClaimSet
-from airflow_atomic_store.store.backend import Row, check_storage_table
+from airflow_atomic_store.store.backend import Row, check_storage_table, decoded
 from airflow_atomic_store.store.claim_sets import ChosenSet, Origin, StoredSet
 from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, NOTIFY_MODES
 from airflow_atomic_store.store.postgres import claim_sets, receipts, schema
@@ -137,7 +137,7 @@ class PostgresBackend(PostgresConnection):
     ) -> list[Row]:
         statement, params = self._sql.compile("query", where, match, ordering)
         with self._cursor(many_rows=limit > 1) as cur:
-            return [(k, v) for k, v in cur.execute(statement, (table, *params, limit)).fetchall()]
+            return decoded(cur.execute(statement, (table, *params, limit)).fetchall())
 
     def count(
         self,
@@ -299,13 +299,13 @@ class PostgresBackend(PostgresConnection):
 
 
 def _in_claim_order(rows: list[Any], ordering: Ordering) -> list[Row]:
-    """``(key, value, claim order)`` rows as ``(key, value)`` in claim order, ties by key.
+    """``(key, value text, claim order)`` rows as decoded ``(key, value)`` in claim order.
 
-    ``RETURNING`` gives no order guarantee, so the order is restored here (the
-    receipt of a keyed claim records its rows in this same order, in SQL).
+    ``RETURNING`` gives no order guarantee, so the order is restored here, ties
+    by key (the receipt of a keyed claim records its rows in this same order, in SQL).
     """
     rows = sorted(rows, key=lambda row: (row[2], row[0]), reverse=ordering.direction == "desc")
-    return [(key, value) for key, value, _ in rows]
+    return decoded([(key, value) for key, value, _ in rows])
 
 
 #: Seed statements a seed may take while other sessions insert and delete its row.

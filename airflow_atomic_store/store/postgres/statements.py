@@ -37,12 +37,12 @@ _UPDATE = (
     "record_timestamp = clock_timestamp() "
     "WHERE r.table_name = %s AND r.key = %s AND {where} RETURNING r.value"
 )
-_CLAIM = (
+_MARK_PICKED = (
     "UPDATE {table} AS t SET value = {apply}, "
     "record_timestamp = clock_timestamp() "
-    "FROM picked WHERE t.table_name = %s AND t.key = picked.key "
-    "RETURNING t.key, t.value, picked.claim_order"
+    "FROM picked WHERE t.table_name = %s AND t.key = picked.key"
 )
+_CLAIM = f"{_MARK_PICKED} RETURNING t.key, t.value, picked.claim_order"
 _SEED = (
     "inserted AS (INSERT INTO {table} (table_name, key, value) VALUES (%s, %s, %s) "
     "ON CONFLICT (table_name, key) DO NOTHING RETURNING value), "
@@ -75,11 +75,16 @@ STATEMENTS = {
     "get": "SELECT value FROM {table} WHERE table_name = %s AND key = %s",
     "delete": "DELETE FROM {table} WHERE table_name = %s AND key = %s RETURNING 1",
     "query": (
-        "SELECT r.key, r.value FROM {table} AS r WHERE r.table_name = %s AND {where} "
+        "SELECT r.key, r.value::text FROM {table} AS r WHERE r.table_name = %s AND {where} "
         "ORDER BY {order} LIMIT %s"
     ),
     "update": _UPDATE,
-    "claim": f"WITH picked AS MATERIALIZED ({_PICK}) {_CLAIM}",
+    # A claim returns each value as its JSON text, decoded by the backend in one call
+    # for the batch; the CTE it may feed (a receipt) keeps the jsonb.
+    "claim": (
+        f"WITH picked AS MATERIALIZED ({_PICK}) {_MARK_PICKED} "
+        "RETURNING t.key, t.value::text, picked.claim_order"
+    ),
     "pick": _PICK,
     # Capped and unlocked: a trigger asks whether work is there, it never claims it.
     "count": (
@@ -107,7 +112,7 @@ STATEMENTS = {
             'ORDER BY claim_order {direction}, key COLLATE "C" {direction}) FROM effect), '
             "'[]'::jsonb)",
         ).replace("{source}", "")
-        + " SELECT key, value, claim_order FROM effect"
+        + " SELECT key, value::text, claim_order FROM effect"
     ),
     "seed+receipt": (
         f"WITH {_SEED}, "
@@ -146,7 +151,7 @@ STATEMENTS.update(
         "update+notify": _with_notify(f"WITH effect AS ({_UPDATE}) SELECT value FROM effect"),
         "claim+notify": _with_notify(
             f"WITH picked AS MATERIALIZED ({_PICK}), effect AS ({_CLAIM}) "
-            "SELECT key, value, claim_order FROM effect"
+            "SELECT key, value::text, claim_order FROM effect"
         ),
         "seed+notify": _with_notify(STATEMENTS["seed"], changed="inserted"),
         "upsert+notify": _with_notify(

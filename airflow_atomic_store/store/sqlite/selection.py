@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 from airflow_atomic_store import timestamps
 from airflow_atomic_store.spec import Condition, Mutation, Ordering
 from airflow_atomic_store.spec.values import dumps
-from airflow_atomic_store.store.backend import ClaimSetGone, Row
+from airflow_atomic_store.store.backend import ClaimSetGone, Row, decoded
 from airflow_atomic_store.store.claim_sets import ChosenSet
 from airflow_atomic_store.store.sqlite.mutations import (
     in_claim_order,
@@ -18,18 +17,6 @@ from airflow_atomic_store.store.sqlite.mutations import (
     json_set_sql,
 )
 from airflow_atomic_store.store.sqlite.statements import StatementCompiler
-
-
-def decoded(rows: Sequence[tuple[str, str]]) -> list[Row]:
-    """``(key, JSON text)`` rows with their values decoded, in one ``json.loads``.
-
-    Every stored value is one JSON document the store wrote, so a batch joined
-    into one array decodes to the same values, in one call instead of one per row.
-    """
-    if len(rows) < 2:
-        return [(key, json.loads(value)) for key, value in rows]
-    values = json.loads("[" + ",".join([value for _, value in rows]) + "]")
-    return [(row[0], value) for row, value in zip(rows, values, strict=True)]
 
 
 def fetch(

@@ -120,6 +120,22 @@ def _equals(path: PathSQL, kind: str) -> Fragment:
     return equal_to_operand(path.type, path.json, kind)
 
 
+def _equals_literal(path: PathSQL, value: Any) -> str:
+    """Equality to a literal value, with one JSON parse per row where one is enough.
+
+    ``json_extract`` gives a JSON string as SQL text, a number, boolean or null
+    as an SQL number or NULL (never equal to text), and an object or array as
+    its JSON text, which starts with ``[`` or ``{``. So against a string that
+    starts with neither, ``json_extract(...) = 'text'`` holds for that JSON
+    string only, and the ``json_type`` check beside it is redundant. Dropping
+    it halves the JSON parsing of a set's predicate: in its index build and on
+    every row a claim through it reads.
+    """
+    if isinstance(value, str) and not value.startswith(("[", "{")):
+        return f"({path.json} = {literal(value)})"
+    return inline_parameters(_equals(path, json_type(value)), value, substitute_literals)
+
+
 def _ordered(symbol: str) -> OperatorSQL:
     def compile_(path: PathSQL, kind: str) -> Fragment:
         types = NUMERIC_TYPES if kind == "number" else "('text')"
@@ -210,11 +226,9 @@ class SqliteWhere:
         partial index predicate cannot hold; as literals it is one equality per item.
         """
         if positive == "in":
-            items = [
-                inline_parameters(_equals(path, json_type(item)), item, substitute_literals)
-                for item in value
-            ]
-            return "(" + " OR ".join(items) + ")"
+            return "(" + " OR ".join(_equals_literal(path, item) for item in value) + ")"
+        if positive == "equals":
+            return _equals_literal(path, value)
         return inline_parameters(OPERATORS[positive](path, kind), value, substitute_literals)
 
     @staticmethod
