@@ -44,6 +44,10 @@ MAX_REMEMBERED_CHOICES = 256
 RETRY_SECONDS = 60.0
 #: How often a claim waiting for another process's build of its set looks again.
 BUILD_POLL_SECONDS = 0.05
+#: How long a claim that lost the build lock waits for the winner to list the set it
+#: builds (the winner takes the lock, then records the set): a build of another set
+#: is not waited for beyond this.
+UNLISTED_BUILD_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -243,16 +247,23 @@ class ClaimSetCatalog:
         Claiming meanwhile would walk the table's whole history, slowly, and hold up
         the build itself: ``CREATE INDEX CONCURRENTLY`` waits for every transaction
         older than each of its phases, and on a long history each such claim is one.
-        Waiting holds no lock and no snapshot. It ends when the set is ready, failed
-        or gone, when no build runs any more, or at the bound; the claim then runs
-        through the set if it is ready, unindexed if not.
+        Waiting holds no lock and no snapshot. It ends when the set is ready or
+        failed, when no build runs any more, when the set is still not listed after
+        ``UNLISTED_BUILD_SECONDS`` (the build running is another set's), or at the
+        bound; the claim then runs through the set if it is ready, unindexed if not.
+        A claim that lost the build lock can look before the winner has listed the
+        set: it waits for it rather than claiming unindexed meanwhile.
         """
-        deadline = time.monotonic() + AUTOMATIC_BUILD_SECONDS
+        started = time.monotonic()
+        deadline = started + AUTOMATIC_BUILD_SECONDS
         while True:
             known = self._stored(table, identity)
-            if known is None or known.state != "building":
+            if known is not None and known.state != "building":
                 break
-            if time.monotonic() >= deadline or not self._storage.build_in_progress():
+            now = time.monotonic()
+            if known is None and now >= started + UNLISTED_BUILD_SECONDS:
+                break
+            if now >= deadline or not self._storage.build_in_progress():
                 break
             time.sleep(BUILD_POLL_SECONDS)
             self._reload(table, time.monotonic())

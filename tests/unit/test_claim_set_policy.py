@@ -35,6 +35,8 @@ class Catalog:
     builds_here: int = 0
     lock_held_elsewhere: bool = False
     winner_pending: bool = False  # another process took the build lock, records its set next
+    #: Another process holds the build lock and lists its set only after this many polls.
+    unlisted_polls: int = 0
 
     def load_claim_sets(self, table: str | None) -> list[StoredSet]:
         return [s for s in self.sets.values() if table is None or s.claim_set.table == table]
@@ -45,7 +47,7 @@ class Catalog:
         if self.winner_pending:  # lost the race: by now the winner has recorded the set
             self.winner_pending = False
             self.record_building_elsewhere(polls=3)
-        if self.lock_held_elsewhere:
+        if self.lock_held_elsewhere or self.unlisted_polls > 0:
             return None
         self.builds_here += 1
         built = StoredSet(claim_set.index_name("rows"), claim_set, origin, "ready")
@@ -53,6 +55,11 @@ class Catalog:
         return built
 
     def build_in_progress(self) -> bool:
+        if self.unlisted_polls > 0:
+            self.unlisted_polls -= 1
+            if self.unlisted_polls == 0:  # the winner lists the set, then builds it
+                self.record_building_elsewhere(polls=3)
+            return True
         if self.elsewhere_polls <= 0:
             return False
         self.elsewhere_polls -= 1
@@ -106,6 +113,24 @@ def test_a_claim_that_loses_the_race_to_build_waits_for_the_winner() -> None:
     chosen = _chosen(catalog)
     assert chosen is not None and chosen.name in catalog.sets
     assert catalog.builds_here == 0
+
+
+def test_a_claim_that_looks_before_the_winner_lists_its_set_still_waits_for_it() -> None:
+    catalog = Catalog(unlisted_polls=4)  # the lock is taken, the catalog lists nothing yet
+    chosen = _chosen(catalog)
+    assert chosen is not None and chosen.name in catalog.sets
+    assert catalog.builds_here == 0
+    assert catalog.elsewhere_polls == 0  # it waited for the listing, then for the build
+
+
+def test_a_build_of_another_set_is_not_waited_for_beyond_the_listing_grace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(claim_sets, "UNLISTED_BUILD_SECONDS", 0.05)
+    catalog = Catalog(unlisted_polls=10**9)  # the lock stays held; this set is never listed
+    assert _chosen(catalog) is None  # the claim goes on unindexed after the grace
+    assert catalog.builds_here == 0
+    assert catalog.unlisted_polls > 10**9 - 1000  # it did not wait for that build to end
 
 
 def test_a_set_left_building_by_a_build_that_died_is_built_again() -> None:
