@@ -89,6 +89,7 @@ _STATUSES = {
     "array-text": "[1]",
     "object-text": '{"a":1}',
     "empty": "",
+    "number-text": "1",
     "array": [1],
     "object": {"a": 1},
     "number": 1,
@@ -97,7 +98,7 @@ _STATUSES = {
 }
 
 
-@pytest.mark.parametrize("value", ["pending", "[1]", '{"a":1}', ""])
+@pytest.mark.parametrize("value", ["pending", "[1]", '{"a":1}', "", "1"])
 @pytest.mark.parametrize("operator", ["equals", "in"])
 def test_a_set_over_a_string_holds_that_string_and_no_value_of_another_type(
     store_url, value, operator
