@@ -37,6 +37,11 @@ def decoded(rows: Sequence[tuple[str, str]]) -> list[Row]:
     return [(row[0], value) for row, value in zip(rows, values, strict=True)]
 
 
+def counted(row: Sequence[Any] | None) -> tuple[int, str | None]:
+    """A count statement's result row (``count_query``) as ``(count, first key)``."""
+    return (int(row[0]), row[1]) if row else (0, None)
+
+
 class ClaimSetGone(Exception):
     """A claim named a set's index that another process has dropped; claim again without it."""
 

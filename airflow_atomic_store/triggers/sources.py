@@ -37,7 +37,7 @@ from airflow_atomic_store.hooks.atomic_store import (
 )
 from airflow_atomic_store.spec.watch import COUNT_CAP
 from airflow_atomic_store.store import AtomicStore
-from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE
+from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE, counted
 from airflow_atomic_store.store.notify import channel_for
 
 log = logging.getLogger(__name__)
@@ -144,7 +144,7 @@ class ListeningSource(PollingSource):
             log.warning("atomic store trigger: lost the LISTEN connection (%s); polling", exc)
             await self._drop_listener()
             return await super().count()
-        return (int(row[0]), row[1]) if row else (0, None)
+        return counted(row)
 
     def _count_query(self) -> tuple[Any, list[Any]]:
         watch = self._watch

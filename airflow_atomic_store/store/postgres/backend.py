@@ -20,7 +20,7 @@ from psycopg import sql
 from airflow_atomic_store.exceptions import StoreUnavailableError
 from airflow_atomic_store.spec import Condition, Mutation, Ordering
 from airflow_atomic_store.spec.claim_sets import ClaimSet
-from airflow_atomic_store.store.backend import Row, check_storage_table, decoded
+from airflow_atomic_store.store.backend import Row, check_storage_table, counted, decoded
 from airflow_atomic_store.store.claim_sets import ChosenSet, Origin, StoredSet
 from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, NOTIFY_MODES
 from airflow_atomic_store.store.postgres import claim_sets, receipts, schema
@@ -151,7 +151,7 @@ class PostgresBackend(PostgresConnection):
         statement, params = self.count_query(table, where, match, ordering, limit, claim_set)
         with self._cursor() as cur:
             row = cur.execute(statement, params).fetchone()
-        return (int(row[0]), row[1]) if row else (0, None)
+        return counted(row)
 
     def count_query(
         self,

@@ -21,7 +21,7 @@ from airflow_atomic_store import timestamps
 from airflow_atomic_store.spec import Condition, Mutation, Ordering, apply
 from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.spec.values import dumps
-from airflow_atomic_store.store.backend import Row, check_storage_table
+from airflow_atomic_store.store.backend import Row, check_storage_table, counted
 from airflow_atomic_store.store.claim_sets import ChosenSet, Origin, StoredSet
 from airflow_atomic_store.store.receipts import Receipt
 from airflow_atomic_store.store.snapshot import Snapshot
@@ -131,7 +131,7 @@ class SqliteBackend(SqliteConnection):
         statement, params = self.count_query(table, where, match, ordering, limit, claim_set)
         with self._transaction(write=False) as connection:
             rows = selection.fetch(connection, statement, params, claim_set)
-        return (int(rows[0][0]), rows[0][1]) if rows else (0, None)
+        return counted(rows[0] if rows else None)
 
     def count_query(
         self,
