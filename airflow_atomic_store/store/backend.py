@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from operator import itemgetter
 from typing import Any, Protocol
 
 from airflow_atomic_store.exceptions import SpecError
@@ -22,6 +23,7 @@ Row = tuple[str, dict[str, Any]]
 
 DEFAULT_STORAGE_TABLE = "atomic_store_rows"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
+_COLUMN_THEN_KEY = itemgetter(2, 0)
 
 
 def decoded(rows: Sequence[tuple[str, str]]) -> list[Row]:
@@ -35,6 +37,19 @@ def decoded(rows: Sequence[tuple[str, str]]) -> list[Row]:
         return [(key, json.loads(value)) for key, value in rows]
     values = json.loads("[" + ",".join([value for _, value in rows]) + "]")
     return [(row[0], value) for row, value in zip(rows, values, strict=True)]
+
+
+def in_claim_order(rows: Sequence[tuple[str, str, Any]], ordering: Ordering) -> list[Row]:
+    """``(key, value text, order column)`` rows as decoded ``(key, value)`` in claim order.
+
+    ``RETURNING`` gives no order, so it is restored here as ``order_sql``
+    orders: keys are unique in a table, so ``(column, key)`` is a total order, and
+    Python compares ``str`` by code point, which is SQLite's ``BINARY`` order and
+    PostgreSQL's ``"C"`` order on UTF-8 text (a keyed PostgreSQL claim's receipt
+    records its rows in this same order, in SQL).
+    """
+    ordered = sorted(rows, key=_COLUMN_THEN_KEY, reverse=ordering.direction == "desc")
+    return decoded([(key, value) for key, value, _ in ordered])
 
 
 def counted(row: Sequence[Any] | None) -> tuple[int, str | None]:

@@ -6,8 +6,8 @@ import pytest
 
 from airflow_atomic_store.spec import parse_mutations
 from airflow_atomic_store.spec.options import parse_ordering
+from airflow_atomic_store.store.backend import in_claim_order
 from airflow_atomic_store.store.sqlite.mutations import (
-    in_claim_order,
     json_set_params,
     json_set_sql,
     plain_fields,

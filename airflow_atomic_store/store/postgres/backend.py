@@ -20,7 +20,13 @@ from psycopg import sql
 from airflow_atomic_store.exceptions import StoreUnavailableError
 from airflow_atomic_store.spec import Condition, Mutation, Ordering
 from airflow_atomic_store.spec.claim_sets import ClaimSet
-from airflow_atomic_store.store.backend import Row, check_storage_table, counted, decoded
+from airflow_atomic_store.store.backend import (
+    Row,
+    check_storage_table,
+    counted,
+    decoded,
+    in_claim_order,
+)
 from airflow_atomic_store.store.claim_sets import ChosenSet, Origin, StoredSet
 from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, NOTIFY_MODES
 from airflow_atomic_store.store.postgres import claim_sets, receipts, schema
@@ -206,7 +212,7 @@ class PostgresBackend(PostgresConnection):
         rows, recorded = self._execute(statement, args, channel, receipt, many_rows=limit > 1)
         if recorded is not receipts.NOTHING:
             return [(key, value) for key, value in recorded], True
-        return _in_claim_order(rows, ordering), False
+        return in_claim_order(rows, ordering), False
 
     def explain_claim(
         self,
@@ -296,16 +302,6 @@ class PostgresBackend(PostgresConnection):
     def purge_receipts(self, limit: int) -> int:
         with self._cursor() as cur:
             return receipts.purge(cur, self._table_name, limit)
-
-
-def _in_claim_order(rows: list[Any], ordering: Ordering) -> list[Row]:
-    """``(key, value text, claim order)`` rows as decoded ``(key, value)`` in claim order.
-
-    ``RETURNING`` gives no order guarantee, so the order is restored here, ties
-    by key (the receipt of a keyed claim records its rows in this same order, in SQL).
-    """
-    rows = sorted(rows, key=lambda row: (row[2], row[0]), reverse=ordering.direction == "desc")
-    return decoded([(key, value) for key, value, _ in rows])
 
 
 #: Seed statements a seed may take while other sessions insert and delete its row.

@@ -17,15 +17,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import lru_cache
-from operator import itemgetter
 from typing import Any
 
-from airflow_atomic_store.spec import Mutation, Ordering
+from airflow_atomic_store.spec import Mutation
 from airflow_atomic_store.spec.values import dumps
 from airflow_atomic_store.store.sqlite.where import json_path, literal
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_COLUMN_THEN_KEY = itemgetter(2, 0)
 
 
 def plain_fields(mutations: Sequence[Mutation]) -> tuple[str, ...] | None:
@@ -63,16 +61,3 @@ def json_set_sql(fields: tuple[str, ...]) -> str:
 
 def json_set_params(mutations: Sequence[Mutation]) -> list[str]:
     return [dumps(mutation.value) for mutation in mutations]
-
-
-def in_claim_order(
-    rows: Sequence[tuple[str, str, Any]], ordering: Ordering
-) -> list[tuple[str, str]]:
-    """``(key, value, order column)`` rows sorted as ``order_sql`` orders them.
-
-    ``RETURNING`` gives no order. Keys are unique in a table, so ``(column,
-    key)`` is a total order; Python compares ``str`` by code point, which is
-    SQLite's ``BINARY`` order on UTF-8 text.
-    """
-    ordered = sorted(rows, key=_COLUMN_THEN_KEY, reverse=ordering.direction == "desc")
-    return [(key, value) for key, value, _ in ordered]

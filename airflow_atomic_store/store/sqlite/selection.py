@@ -9,10 +9,9 @@ from typing import Any
 from airflow_atomic_store import timestamps
 from airflow_atomic_store.spec import Condition, Mutation, Ordering
 from airflow_atomic_store.spec.values import dumps
-from airflow_atomic_store.store.backend import ClaimSetGone, Row, decoded
+from airflow_atomic_store.store.backend import ClaimSetGone, Row, decoded, in_claim_order
 from airflow_atomic_store.store.claim_sets import ChosenSet
 from airflow_atomic_store.store.sqlite.mutations import (
-    in_claim_order,
     json_set_params,
     json_set_sql,
 )
@@ -73,7 +72,7 @@ def claim_in_sql(
             "claim_update", table, where, match, ordering, claim_set, mutation
         )
         rows = fetch(connection, statement, (*head, *params, limit), claim_set)
-        return decoded(in_claim_order(rows, ordering))
+        return in_claim_order(rows, ordering)
     statement, params = sql.compile_select("pick", table, where, match, ordering, claim_set)
     picked = [row[0] for row in fetch(connection, statement, (*params, limit), claim_set)]
     if not picked:
