@@ -157,8 +157,15 @@ class AirflowApi:
     def task_instances(
         self, dag_id: str, run_id: str = "~", **filters: Any
     ) -> list[dict[str, Any]]:
-        """Task instances of one run (or every run, ``"~"``), e.g. ``state="running"``."""
+        """Task instances of one run (or every run, ``"~"``), e.g. ``state="running"``.
+
+        Ordered by ``id`` (a UUIDv7, so in creation order). The endpoint's default,
+        ``map_index``, breaks offset paging: a run that starts while we page adds a
+        ``map_index`` -1 task instance at the front and shifts every later one a page
+        on, so one comes back twice (and ties across runs have no stable order).
+        """
         path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances"
+        filters.setdefault("order_by", "id")
         return list(self._pages(path, "task_instances", **filters))
 
     def tries(self, dag_id: str, run_id: str, task_id: str) -> list[dict[str, Any]]:
