@@ -157,7 +157,7 @@ class AtomicStoreHook(BaseHook):
 
 
 #: Connection extras that configure the store itself (never passed to the database driver).
-STORE_EXTRAS = ("auto_claim_sets", "receipt_retention", "notify")
+STORE_EXTRAS = ("auto_claim_sets", "receipt_retention", "notify", "storage_table")
 
 
 def _open_store(conn_id: str, conn: Connection) -> AtomicStore:
@@ -194,6 +194,8 @@ def _store_options(conn_id: str, conn: Connection) -> dict[str, Any]:
         options["receipt_retention"] = extras["receipt_retention"]
     if "notify" in extras:  # writes | all | off; the store validates it
         options["notify"] = extras["notify"]
+    if "storage_table" in extras:  # a plain identifier; the store validates it
+        options["storage_table"] = extras["storage_table"]
     return options
 
 

@@ -161,6 +161,10 @@ class Backend(SetStorage, Protocol):
         """``((inserted, resulting value), replayed)``."""
         ...
 
+    def notify_channel(self, table: str) -> str | None:
+        """The channel that writes to ``table`` notify; None where writes notify nothing."""
+        ...
+
     def purge_receipts(self, limit: int) -> int:
         """Remove up to ``limit`` expired receipts; how many went."""
         ...

@@ -89,6 +89,14 @@ class QueueViews:
         """
         return self._backend.count_query(*self._backlog_spec(table, where, match, at_most))
 
+    def notify_channel(self, table: str) -> str | None:
+        """The channel to ``LISTEN`` on for writes to ``table``; None on SQLite.
+
+        Each storage table has its own channels, so a trigger asks the store it
+        counts through rather than naming one itself.
+        """
+        return self._backend.notify_channel(parse_table(table))
+
     def _backlog_spec(
         self, table: str, where: Any, match: str, at_most: int
     ) -> tuple[str, Any, str, Any, int, Any]:

@@ -37,8 +37,7 @@ from airflow_atomic_store.hooks.atomic_store import (
 )
 from airflow_atomic_store.spec.watch import COUNT_CAP
 from airflow_atomic_store.store import AtomicStore
-from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE, counted
-from airflow_atomic_store.store.notify import channel_for
+from airflow_atomic_store.store.backend import counted
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +69,10 @@ async def open_source(conn_id: str, watch: Watched) -> RowSource:
         raise ConnectionConfigError(_missing_message(conn_id)) from exc
     store = await asyncio.to_thread(store_from_connection, conn_id, conn)
     listen_args = await asyncio.to_thread(postgres_connect_args, conn_id, conn)
-    if listen_args is None:
+    channel = store.notify_channel(watch.table)
+    if listen_args is None or channel is None:
         return PollingSource(store, watch)
-    return ListeningSource(
-        store, watch, listen_args, channel_for(DEFAULT_STORAGE_TABLE, watch.table)
-    )
+    return ListeningSource(store, watch, listen_args, channel)
 
 
 class Watched(Protocol):

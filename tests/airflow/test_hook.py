@@ -276,6 +276,41 @@ def test_the_auto_claim_sets_extra_works_on_sqlite_and_is_validated(
         AtomicStoreHook(conn_id="lite_bad").get("jobs", "j-1")
 
 
+def test_the_storage_table_extra_keeps_a_connections_rows_in_a_physical_table_of_their_own(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/backends.md: hot single-row state kept apart from the queues' claimable sets.
+
+    Two connections to one database, one with ``{"storage_table": "hot_rows"}``: the
+    same logical table and key are two rows, and each connection reads and writes
+    only its own (the hook, the trigger and the CLI all open stores from connections).
+    """
+    define(monkeypatch, "hot_state", f"{store_url}?storage_table=hot_rows")
+    define(monkeypatch, "queues", store_url)
+    take = {
+        "where": [{"field": "tokens", "operator": "gt", "value": 0}],
+        "mutations": [{"field": "tokens", "operation": "increment", "value": -1}],
+    }
+    with AtomicStoreHook(conn_id="hot_state") as hot, AtomicStoreHook(conn_id="queues") as queues:
+        hot.put("rate_limits", "api", {"tokens": 5})
+        queues.put("rate_limits", "api", {"tokens": 1})
+        assert hot.atomic_update("rate_limits", "api", **take)["value"] == {"tokens": 4}
+        assert queues.get("rate_limits", "api") == {"tokens": 1}
+    with AtomicStore(store_url, storage_table="hot_rows") as direct:
+        assert direct.get("rate_limits", "api") == {"tokens": 4}
+
+
+def test_a_storage_table_extra_that_is_not_a_plain_identifier_fails_before_any_write(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    define(monkeypatch, "bad_storage", f"{store_url}?storage_table=rows%3B+drop+table+x")
+    with pytest.raises(SpecError, match="plain SQL identifier") as raised:
+        AtomicStoreHook(conn_id="bad_storage").put("t", "k", {"v": 1})
+    assert raised.value.field == "storage_table"
+    with AtomicStore(store_url) as store:
+        assert store.get("t", "k") is None
+
+
 def test_a_sqlite_connection_refuses_an_extra_the_store_cannot_use(
     monkeypatch: pytest.MonkeyPatch, tmp_path
 ) -> None:

@@ -261,6 +261,35 @@ def test_holds_one_connection_per_watched_table_while_it_waits(
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_listens_on_the_channel_of_its_connections_storage_table(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``storage_table`` extra moves the rows and their channel: the write wakes the trigger.
+
+    The poll is a minute away, so only the notification can bring the event in time.
+    """
+    conn_id = "trigger_queue_rows"
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", f"{store_url}?storage_table=queue_rows")
+
+    def write() -> None:
+        with AtomicStore(store_url, storage_table="queue_rows") as store:
+            store.put("jobs", "in-queue-rows", {"status": "pending"})
+
+    async def scenario() -> TriggerEvent | None:
+        events = Events(_trigger(conn_id, poll_interval=60))
+        pending = asyncio.ensure_future(events.next(20))
+        await asyncio.sleep(1.0)  # listening, and counted once
+        await asyncio.to_thread(write)
+        event = await pending
+        await events.aclose()
+        return event
+
+    event = _run(scenario())
+    assert event is not None and event.payload["count"] == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 def test_survives_a_postgresql_restart(
     store_conn: str, store_url: str, postgres_server: PostgresServer
 ) -> None:

@@ -28,7 +28,7 @@ from airflow_atomic_store.store.backend import (
     in_claim_order,
 )
 from airflow_atomic_store.store.claim_sets import ChosenSet, Origin, StoredSet
-from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, NOTIFY_MODES
+from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, NOTIFY_MODES, channel_for
 from airflow_atomic_store.store.postgres import claim_sets, receipts, schema
 from airflow_atomic_store.store.postgres.connection import Connect, PostgresConnection
 from airflow_atomic_store.store.postgres.explain import explain
@@ -64,6 +64,10 @@ class PostgresBackend(PostgresConnection):
         )
         self._table = sql.Identifier(table_name).as_string(None)
         self._sql = StatementCompiler(table_name, notify)
+
+    def notify_channel(self, table: str) -> str | None:
+        """Per storage table and logical table, as the writes' ``pg_notify`` names it."""
+        return channel_for(self._table_name, table)
 
     def snapshot(self) -> AbstractContextManager[Snapshot]:
         """Read-only inspection queries in one transaction (``inspect.py``)."""

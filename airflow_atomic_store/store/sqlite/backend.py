@@ -58,6 +58,10 @@ class SqliteBackend(SqliteConnection):
         super().__init__(path, table=check_storage_table(storage_table), busy_timeout=busy_timeout)
         self._sql = StatementCompiler(self._table)
 
+    def notify_channel(self, table: str) -> str | None:
+        """None: SQLite has no notifications (a trigger polls)."""
+        return None
+
     def snapshot(self) -> AbstractContextManager[Snapshot]:
         """Read-only inspection queries in one read transaction (``inspect.py``)."""
         from airflow_atomic_store.store.sqlite.inspect import snapshot
