@@ -156,8 +156,11 @@ class AtomicStoreHook(BaseHook):
             raise ConnectionConfigError(_missing_message(self.conn_id)) from exc
 
 
+#: Extras handed to the store as the options of the same name, which it validates:
+#: seconds; writes | all | off; a plain identifier.
+_STORE_OPTION_EXTRAS = ("receipt_retention", "notify", "storage_table")
 #: Connection extras that configure the store itself (never passed to the database driver).
-STORE_EXTRAS = ("auto_claim_sets", "receipt_retention", "notify", "storage_table")
+STORE_EXTRAS = ("auto_claim_sets", *_STORE_OPTION_EXTRAS)
 
 
 def _open_store(conn_id: str, conn: Connection) -> AtomicStore:
@@ -190,12 +193,7 @@ def _store_options(conn_id: str, conn: Connection) -> dict[str, Any]:
                 f"got {value!r}"
             )
         options["auto_claim_sets"] = value
-    if "receipt_retention" in extras:  # seconds; the store validates it
-        options["receipt_retention"] = extras["receipt_retention"]
-    if "notify" in extras:  # writes | all | off; the store validates it
-        options["notify"] = extras["notify"]
-    if "storage_table" in extras:  # a plain identifier; the store validates it
-        options["storage_table"] = extras["storage_table"]
+    options.update((name, extras[name]) for name in _STORE_OPTION_EXTRAS if name in extras)
     return options
 
 
