@@ -21,6 +21,7 @@ import pytest
 
 from airflow_atomic_store import AtomicStore, MutationError, SpecError
 from airflow_atomic_store.spec import apply, evaluate, parse_mutations, parse_where
+from tests.support.physical import give_all_rows_the_same_timestamps
 
 ODD_FIELDS = {
     "it's": 1,
@@ -470,3 +471,27 @@ def test_string_order_is_code_point_order_even_under_a_linguistic_collation(
     assert {row["key"] for row in store.query(table, where=where)} == accepted
     claimed = store.atomic_claim(table, where=where, limit=1000)
     assert {row["key"] for row in claimed["claimed"]} == accepted
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("direction", ["asc", "desc"])
+def test_rows_of_one_instant_come_in_code_point_key_order_even_under_a_linguistic_collation(
+    linguistic_store: AtomicStore, postgres_server: Any, direction: str
+) -> None:
+    """Ties on the order column go by key as the oracle breaks them, by code point.
+
+    So which rows a claim's limit takes, and the order a query lists them in, do
+    not depend on the database's locale (under en-US ``'a' < 'B'``).
+    """
+    store, table = linguistic_store, f"ties {direction}"
+    keys = ["a", "B", "Z", "é", "1", "ab", "AB"]
+    for key in keys:
+        store.put(table, key, {"status": "pending"})
+    give_all_rows_the_same_timestamps(postgres_server.url_for("linguistic"), table)
+    expected = sorted(keys, reverse=direction == "desc")
+    assert [row["key"] for row in store.query(table, direction=direction)] == expected
+    pending = [cond("status", "equals", "pending")]
+    first = store.atomic_claim(table, where=pending, direction=direction, limit=3)
+    assert [row["key"] for row in first["claimed"]] == expected[:3]
+    rest = store.atomic_claim(table, where=pending, direction=direction, limit=1000)
+    assert [row["key"] for row in rest["claimed"]] == expected[3:]

@@ -1,8 +1,13 @@
 -- The rows table of one store and its FIFO index.
+-- Table names and keys compare in byte order (COLLATE "C"), whatever the database's
+-- locale: rows of one instant then go by key as the reference evaluator orders them
+-- (code points), so which rows a claim's limit takes and the order a query lists
+-- them in are the same on every server; and every index comparison on them is a
+-- memcmp, not the locale's collation rules.
 -- Holes in braces: identifiers quoted by psycopg, filled by schema.table_ddl.
 CREATE TABLE IF NOT EXISTS {table} (
-    table_name text NOT NULL,
-    key text NOT NULL,
+    table_name text COLLATE "C" NOT NULL,
+    key text COLLATE "C" NOT NULL,
     value jsonb NOT NULL,
     created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     record_timestamp timestamptz NOT NULL DEFAULT clock_timestamp(),
