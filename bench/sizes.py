@@ -48,6 +48,9 @@ class Sizes:
     aged_processes: tuple[int, ...]
     aged_batches: tuple[int, ...]
     aged_cap_seconds: float
+    #: more alternations of the four drains at the targets' configuration (4 claimers,
+    #: batch 10): the targets read their medians, since one drain moves by ±15 %
+    aged_target_repeats: int
     #: limit-1 claims and guarded updates per variant (in ``latency_rounds`` rounds)
     aged_latency_calls: int
     #: stale in_flight rows under the aged history, and stale-pass calls in all
@@ -87,6 +90,7 @@ FULL = Sizes(
     aged_processes=(1, 2, 4, 8),
     aged_batches=(1, 10, 100),
     aged_cap_seconds=12.0,
+    aged_target_repeats=4,
     aged_latency_calls=3_000,
     aged_stale_rows=300,
     aged_stale_calls=300,
@@ -122,6 +126,7 @@ QUICK = Sizes(
     aged_processes=(4,),
     aged_batches=(10,),
     aged_cap_seconds=3.0,
+    aged_target_repeats=1,
     aged_latency_calls=300,
     aged_stale_rows=200,
     aged_stale_calls=60,
@@ -157,6 +162,7 @@ TINY = Sizes(
     aged_processes=(2,),
     aged_batches=(10,),
     aged_cap_seconds=2.0,
+    aged_target_repeats=1,
     aged_latency_calls=20,
     aged_stale_rows=40,
     aged_stale_calls=8,

@@ -13,12 +13,17 @@ vacuumed table, by separate claimer processes:
 - ``partial``: the hand-written claim on the store's table with a hand-made
   partial index of the pending rows, the physical limit for this layout.
 
+The targets' configuration (4 claimers, batch 10) alternates its four drains
+``aged_target_repeats`` more times: one drain moves by ±15 %, so the targets
+read medians (``target_samples``).
+
 Then per-call costs on the same kind of queue (:mod:`bench.aged_calls`) and
 the SQLite drain (:mod:`bench.aged_sqlite`).
 """
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from bench import aged_calls, aged_sqlite, loading, readdelete_queue
@@ -60,29 +65,58 @@ def _prepare(name: str, url: str, queue_url: str, sizes: Sizes) -> str:
     return url
 
 
-def _drains(url: str, queue_url: str, sizes: Sizes) -> list[dict[str, Any]]:
-    rows = []
+#: The configuration the issue's drain targets name: 4 claimers, batch 10.
+TARGET_CELL = (4, 10)
+
+
+def _configuration(
+    url: str, queue_url: str, sizes: Sizes, processes: int, batch: int, turn: int
+) -> dict[str, Any]:
+    """The four drains of one configuration, back to back, starting at ``turn``'s drain."""
     names = list(DRAINS)
-    turn = 0
+    entry: dict[str, Any] = {"processes": processes, "batch": batch}
+    order = names[turn % 4 :] + names[: turn % 4]
+    for name in order:
+        target = _prepare(name, url, queue_url, sizes)
+        result = run_drain(DRAINS[name], target, batch, processes, sizes.aged_cap_seconds)
+        entry[name] = result
+        if name == "recipe":
+            entry["recipe_plan"] = loading.claim_plan(url, batch, generic=True)
+    entry["order"] = order
+    progress(
+        f"aged p={processes} batch={batch}: "
+        + ", ".join(f"{n} {entry[n]['rate']:,.0f}" for n in names)
+        + " rows/s"
+    )
+    return entry
+
+
+def _drains(url: str, queue_url: str, sizes: Sizes) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
     for processes in sizes.aged_processes:
         for batch in sizes.aged_batches:
-            entry: dict[str, Any] = {"processes": processes, "batch": batch}
-            order = names[turn % 4 :] + names[: turn % 4]
-            turn += 1
-            for name in order:
-                target = _prepare(name, url, queue_url, sizes)
-                result = run_drain(DRAINS[name], target, batch, processes, sizes.aged_cap_seconds)
-                entry[name] = result
-                if name == "recipe":
-                    entry["recipe_plan"] = loading.claim_plan(url, batch, generic=True)
-            entry["order"] = order
-            rows.append(entry)
-            progress(
-                f"aged p={processes} batch={batch}: "
-                + ", ".join(f"{n} {entry[n]['rate']:,.0f}" for n in names)
-                + " rows/s"
-            )
+            rows.append(_configuration(url, queue_url, sizes, processes, batch, len(rows)))
     return rows
+
+
+def _target_repeats(url: str, queue_url: str, sizes: Sizes) -> list[dict[str, Any]]:
+    """More alternations at :data:`TARGET_CELL`, each starting with the next drain."""
+    processes, batch = TARGET_CELL
+    return [
+        _configuration(url, queue_url, sizes, processes, batch, turn + 1)
+        for turn in range(sizes.aged_target_repeats)
+    ]
+
+
+def target_samples(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every alternation of the four drains at :data:`TARGET_CELL`: the grid's and the repeats'."""
+    grid = [e for e in data["drains"] if (e["processes"], e["batch"]) == TARGET_CELL]
+    return grid + list(data.get("target_repeats", ()))
+
+
+def target_median(samples: list[dict[str, Any]], name: str) -> float:
+    """The median rows/s of one drain over the target cell's alternations."""
+    return statistics.median(sample[name]["rate"] for sample in samples)
 
 
 def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[str, Any]:
@@ -95,6 +129,7 @@ def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[st
         "history": history,
         "cap_seconds": sizes.aged_cap_seconds,
         "drains": _drains(url, env.postgres_url("readdelete"), sizes),
+        "target_repeats": _target_repeats(url, env.postgres_url("readdelete"), sizes),
         "latency": aged_calls.claim_latency(url, sizes),
         "stale": aged_calls.stale_pass(url, sizes),
         "history_curve": aged_calls.history_curve(url, sizes),
@@ -163,6 +198,7 @@ def section(data: dict[str, Any]) -> str:
         ],
         body,
     )
+    lines += _target_cell_table(data)
     lat, stale = data["latency"], data["stale"]
     lines += [
         "",
@@ -244,6 +280,43 @@ def section(data: dict[str, Any]) -> str:
         + ".",
     ]
     return "\n".join(lines)
+
+
+def _target_cell_table(data: dict[str, Any]) -> list[str]:
+    """The target configuration's drains, alternated again (absent from older data)."""
+    from bench.report_format import table
+
+    samples = target_samples(data)
+    if not data.get("target_repeats"):
+        return []
+    processes, batch = TARGET_CELL
+    queue = target_median(samples, "pgmq")
+    rows = []
+    for name in DRAINS:
+        rates = [sample[name]["rate"] for sample in samples]
+        ratios = [sample[name]["rate"] / sample["pgmq"]["rate"] for sample in samples]
+        rows.append(
+            [
+                NAMES[name],
+                f"{target_median(samples, name):,.0f}",
+                f"{min(rates):,.0f} to {max(rates):,.0f}",
+                f"{target_median(samples, name) / queue:.2f}x",
+                f"{min(ratios):.2f} to {max(ratios):.2f}x",
+            ]
+        )
+    in_grid = len(samples) - len(data["target_repeats"])
+    return [
+        "",
+        f"**The targets' configuration, {len(samples)} "
+        f"alternation{'s' if len(samples) > 1 else ''}** ({processes} claimers, batch {batch}"
+        f"{'; the row above is the first' if in_grid else ''}: each runs the four drains "
+        "back to back, in rotating order; the targets read these medians):",
+        "",
+        *table(
+            ["drain", "median rows/s", "range", "median ÷ (c)", "per alternation ÷ (c)"],
+            rows,
+        ),
+    ]
 
 
 def _hand_rows(lat: dict[str, Any]) -> list[list[str]]:
