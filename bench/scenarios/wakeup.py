@@ -101,7 +101,7 @@ def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[st
     url = env.postgres_url()
     loading.create_schema(url)
     rounds = max(20, sizes.aged_latency_calls // 30)
-    data = {
+    data: dict[str, Any] = {
         "postgres": _summary(_wakeups(url, rounds, poll_interval=PG_POLL)),
         "sqlite": _summary(_wakeups(env.sqlite_url("wakeup"), rounds, SQLITE_POLL)),
         "sqlite_poll_interval": SQLITE_POLL,
