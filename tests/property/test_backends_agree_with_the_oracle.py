@@ -168,7 +168,9 @@ def test_atomic_claim_returns_and_stores_what_apply_gives_in_claim_order(
         expected = [(key, apply(parsed, rows[int(key[1:])])) for key in keys]
     except MutationError:
         with pytest.raises(MutationError):
-            module_store.atomic_claim(table, mutations=mutations, limit=limit)
+            module_store.atomic_claim(
+                table, mutations=mutations, order_by=order_by, direction=direction, limit=limit
+            )
         for index, document in enumerate(rows):
             assert json_equal(module_store.get(table, f"k{index}"), document)
         return
