@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow_atomic_store import AtomicStore
 from bench import loading
-from bench.handwritten import TEXT_FILTER, HandwrittenPostgres
+from bench.handwritten import TEXT_FILTER, HandwrittenPostgres, pg_table_id
 from bench.scenarios import latency
 from bench.sizes import Sizes
 from bench.timing import now, percentile, progress
@@ -25,12 +25,12 @@ STALE_STAMP = "2025-01-01T00:00:00.000000Z"
 
 _MAKE_STALE = (
     "UPDATE atomic_store_rows SET value = value || jsonb_build_object('status', 'in_flight', "
-    "'claimedAt', %s::text, 'claimedBy', 'lost-worker') WHERE table_name = %s AND key = ANY(%s)"
+    "'claimedAt', %s::text, 'claimedBy', 'lost-worker') WHERE table_id = %s AND key = ANY(%s)"
 )
 #: What the recipe's per-row task does after a claim: the drained rows become history.
 _FINISH = (
     'UPDATE atomic_store_rows SET value = value || \'{"status": "done"}\' '
-    "WHERE table_name = %s AND value ->> 'claimedBy' = %s"
+    "WHERE table_id = %s AND value ->> 'claimedBy' = %s"
 )
 
 
@@ -116,10 +116,11 @@ def stale_pass(url: str, sizes: Sizes) -> dict[str, Any]:
     samples: dict[str, list[float]] = {"stale": [], "drain": []}
     claimed: list[int] = []
     with loading.connect(url) as conn, AtomicStore(url) as store:
+        table_id = pg_table_id(conn, QUEUE)
 
         def reset() -> None:
-            conn.execute(_MAKE_STALE, (STALE_STAMP, QUEUE, stale_keys))
-            conn.execute(_FINISH, (QUEUE, "aged-drain"))
+            conn.execute(_MAKE_STALE, (STALE_STAMP, table_id, stale_keys))
+            conn.execute(_FINISH, (table_id, "aged-drain"))
 
         reset()
         loading.vacuum(url)

@@ -16,7 +16,13 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from airflow_atomic_store import AtomicStore
-from bench.handwritten import SET_FILTER, TEXT_FILTER, HandwrittenPostgres, pg_filter
+from bench.handwritten import (
+    SET_FILTER,
+    TEXT_FILTER,
+    HandwrittenPostgres,
+    pg_filter,
+    pg_table_id,
+)
 from bench.loading import PENDING_WHERE, QUEUE
 from bench.readdelete_queue import ReadDeleteClaimer
 from bench.timing import now
@@ -39,7 +45,8 @@ class _PendingCheck:
 
     def __init__(self, url: str) -> None:
         self.check = psycopg.connect(url, autocommit=True)
-        self.any_pending = _ANY_PENDING.format(filter=pg_filter(self.form, QUEUE)).encode()
+        table_id = pg_table_id(self.check, QUEUE)
+        self.any_pending = _ANY_PENDING.format(filter=pg_filter(self.form, table_id)).encode()
 
     def any_left(self) -> bool:
         return bool(self.check.execute(self.any_pending).fetchone()[0])  # type: ignore[index]
@@ -106,13 +113,13 @@ class PartialIndexClaimer(SqlClaimer):
 
 
 _NAIVE_SELECT = (
-    "SELECT key FROM atomic_store_rows WHERE table_name = %s "
+    "SELECT key FROM atomic_store_rows WHERE table_id = %s "
     "AND (value -> 'status') = %s::jsonb ORDER BY created_at, key LIMIT %s"
 )
 _NAIVE_UPDATE = (
     "UPDATE atomic_store_rows SET value = value || jsonb_build_object("
     "'status', 'in_flight', 'claimedBy', %s::text) "
-    "WHERE table_name = %s AND key = ANY(%s) RETURNING key"
+    "WHERE table_id = %s AND key = ANY(%s) RETURNING key"
 )
 
 
@@ -123,18 +130,19 @@ class NaiveClaimer:
         self.conn = psycopg.connect(url, autocommit=True)
         self.batch, self.me = batch, f"naive-{os.getpid()}"
         self.empty = False
+        self.table_id = pg_table_id(self.conn, QUEUE)
 
     def claim(self) -> list[str]:
         keys = [
             row[0]
             for row in self.conn.execute(
-                _NAIVE_SELECT, (QUEUE, Jsonb("pending"), self.batch)
+                _NAIVE_SELECT, (self.table_id, Jsonb("pending"), self.batch)
             ).fetchall()
         ]
         if not keys:
             self.empty = True
             return []
-        return [row[0] for row in self.conn.execute(_NAIVE_UPDATE, (self.me, QUEUE, keys))]
+        return [row[0] for row in self.conn.execute(_NAIVE_UPDATE, (self.me, self.table_id, keys))]
 
     def any_left(self) -> bool:
         return not self.empty

@@ -31,32 +31,52 @@ UPDATE atomic_store_rows AS t
 SET value = t.value || jsonb_build_object('status', 'in_flight',
                                          'claimedAt', %s::text, 'claimedBy', %s::text),
     record_timestamp = clock_timestamp()
-FROM picked WHERE t.table_name = %s AND t.key = picked.key
+FROM picked WHERE t.table_id = %s AND t.key = picked.key
 RETURNING t.key, t.value, picked.claim_order
 """
 
 #: The filter as the store writes a claimable set's conditions: literals, so the
 #: set's partial index serves this statement too when the set exists.
-SET_FILTER = "r.table_name = {table} AND (r.value -> 'status') = '\"pending\"'::jsonb"
+SET_FILTER = "r.table_id = {table} AND (r.value -> 'status') = '\"pending\"'::jsonb"
 #: The filter of :data:`PG_PARTIAL_INDEX`: the physical limit on the store's table.
-TEXT_FILTER = "r.table_name = {table} AND r.value ->> 'status' = 'pending'"
-#: A hand-made partial index holding only the bench queue's pending rows.
-PG_PARTIAL_INDEX = (
+TEXT_FILTER = "r.table_id = {table} AND r.value ->> 'status' = 'pending'"
+#: A hand-made partial index holding only one queue's pending rows (``{table}``: its id).
+_PG_PARTIAL_INDEX = (
     "CREATE INDEX IF NOT EXISTS bench_pending_partial ON atomic_store_rows (created_at, key) "
-    "WHERE table_name = 'jobs' AND value ->> 'status' = 'pending'"
+    "WHERE table_id = {table} AND value ->> 'status' = 'pending'"
+)
+
+#: A logical table's id in the store's catalog (``store/postgres/tables.py``), added if
+#: missing: the rows table keys rows by it, so every statement here binds the integer.
+_PG_TABLE_ID = (
+    "WITH added AS (INSERT INTO atomic_store_rows_tables (name) VALUES (%s) "
+    "ON CONFLICT (name) DO NOTHING RETURNING id) "
+    "SELECT id FROM added UNION ALL SELECT id FROM atomic_store_rows_tables WHERE name = %s"
 )
 
 
-def pg_filter(form: str, table: str) -> str:
-    """``form`` with the table name as a literal quoted by psycopg (``%`` doubled)."""
-    return form.format(table=sql.Literal(table).as_string(None).replace("%", "%%"))
+def pg_table_id(conn: psycopg.Connection[Any], table: str) -> int:
+    """The id the store's catalog gives ``table`` (one loader at a time: no race to settle)."""
+    row = conn.execute(_PG_TABLE_ID, (table, table)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def pg_partial_index(table_id: int) -> str:
+    """The hand-made partial index of one queue, its table id a literal."""
+    return _PG_PARTIAL_INDEX.format(table=sql.Literal(table_id).as_string(None))
+
+
+def pg_filter(form: str, table_id: int) -> str:
+    """``form`` with the table id as a literal quoted by psycopg."""
+    return form.format(table=sql.Literal(table_id).as_string(None))
 
 
 _PG_GUARDED_DECREMENT = """
 UPDATE atomic_store_rows AS r
 SET value = jsonb_set(r.value, '{tokens}', to_jsonb((r.value ->> 'tokens')::bigint - 1)),
     record_timestamp = clock_timestamp()
-WHERE r.table_name = %s AND r.key = %s
+WHERE r.table_id = %s AND r.key = %s
   AND (CASE WHEN jsonb_typeof(r.value -> 'tokens') = 'number'
             THEN (r.value -> 'tokens')::numeric > 0 END)
 RETURNING r.value
@@ -66,19 +86,19 @@ _PG_INCREMENT = """
 UPDATE atomic_store_rows AS r
 SET value = jsonb_set(r.value, '{n}', to_jsonb(COALESCE((r.value ->> 'n')::bigint, 0) + 1)),
     record_timestamp = clock_timestamp()
-WHERE r.table_name = %s AND r.key = %s
+WHERE r.table_id = %s AND r.key = %s
 RETURNING r.value
 """
 
 _PG_SEED = """
-INSERT INTO atomic_store_rows AS t (table_name, key, value) VALUES (%s, %s, %s)
-ON CONFLICT (table_name, key) DO UPDATE SET value = t.value
+INSERT INTO atomic_store_rows AS t (table_id, key, value) VALUES (%s, %s, %s)
+ON CONFLICT (table_id, key) DO UPDATE SET value = t.value
 RETURNING t.value, (t.xmax = 0) AS inserted
 """
 
 _PG_UPSERT_INCREMENT = """
-INSERT INTO atomic_store_rows AS t (table_name, key, value) VALUES (%s, %s, %s)
-ON CONFLICT (table_name, key) DO UPDATE
+INSERT INTO atomic_store_rows AS t (table_id, key, value) VALUES (%s, %s, %s)
+ON CONFLICT (table_id, key) DO UPDATE
 SET value = jsonb_set(t.value, '{n}', to_jsonb(COALESCE((t.value ->> 'n')::bigint, 0) + 1)),
     record_timestamp = clock_timestamp()
 RETURNING t.value, (t.xmax = 0) AS inserted
@@ -91,6 +111,12 @@ class HandwrittenPostgres:
     def __init__(self, url: str) -> None:
         self.conn = psycopg.connect(url, autocommit=True)
         self._claims: dict[tuple[str, str], bytes] = {}
+        self._ids: dict[str, int] = {}
+
+    def _id(self, table: str) -> int:
+        if table not in self._ids:
+            self._ids[table] = pg_table_id(self.conn, table)
+        return self._ids[table]
 
     def claim(
         self, table: str, limit: int, claimer: str, form: str = SET_FILTER
@@ -98,27 +124,30 @@ class HandwrittenPostgres:
         """Claim ``limit`` pending rows; ``form`` is :data:`SET_FILTER` or :data:`TEXT_FILTER`."""
         statement = self._claims.get((form, table))
         if statement is None:
-            statement = _PG_CLAIM.format(filter=pg_filter(form, table)).encode()
+            statement = _PG_CLAIM.format(filter=pg_filter(form, self._id(table))).encode()
             self._claims[(form, table)] = statement
-        rows = self.conn.execute(statement, (limit, timestamp_now(), claimer, table)).fetchall()
+        args = (limit, timestamp_now(), claimer, self._id(table))
+        rows = self.conn.execute(statement, args).fetchall()
         rows.sort(key=lambda row: (row[2], row[0]))  # RETURNING has no order
         return [(key, value) for key, value, _ in rows]
 
     def guarded_decrement(self, table: str, key: str) -> Any:
-        row = self.conn.execute(_PG_GUARDED_DECREMENT, (table, key)).fetchone()
+        row = self.conn.execute(_PG_GUARDED_DECREMENT, (self._id(table), key)).fetchone()
         return None if row is None else row[0]
 
     def increment(self, table: str, key: str) -> Any:
-        row = self.conn.execute(_PG_INCREMENT, (table, key)).fetchone()
+        row = self.conn.execute(_PG_INCREMENT, (self._id(table), key)).fetchone()
         return None if row is None else row[0]
 
     def seed(self, table: str, key: str, value: dict[str, Any]) -> tuple[Any, bool]:
-        row = self.conn.execute(_PG_SEED, (table, key, Jsonb(value))).fetchone()
+        row = self.conn.execute(_PG_SEED, (self._id(table), key, Jsonb(value))).fetchone()
         assert row is not None
         return row[0], bool(row[1])
 
     def upsert_increment(self, table: str, key: str, value: dict[str, Any]) -> tuple[Any, bool]:
-        row = self.conn.execute(_PG_UPSERT_INCREMENT, (table, key, Jsonb(value))).fetchone()
+        row = self.conn.execute(
+            _PG_UPSERT_INCREMENT, (self._id(table), key, Jsonb(value))
+        ).fetchone()
         assert row is not None
         return row[0], bool(row[1])
 

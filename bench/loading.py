@@ -14,14 +14,14 @@ from typing import Any
 import psycopg
 
 from airflow_atomic_store import AtomicStore
-from bench.handwritten import PG_PARTIAL_INDEX
+from bench.handwritten import pg_partial_index, pg_table_id
 
 STORAGE_TABLE = "atomic_store_rows"
 QUEUE = "jobs"
 PENDING_WHERE = [{"field": "status", "operator": "equals", "value": "pending"}]
 
 _INSERT = """
-INSERT INTO atomic_store_rows (table_name, key, value, created_at, record_timestamp)
+INSERT INTO atomic_store_rows (table_id, key, value, created_at, record_timestamp)
 SELECT %(table)s, 'job-' || lpad(i::text, 8, '0'),
        jsonb_build_object('status', CASE WHEN i > %(done)s THEN 'pending' ELSE 'done' END,
                           'payload', i),
@@ -95,9 +95,10 @@ def load_queue(
     drop_claim_indexes(url)
     with connect(url) as conn:
         conn.execute("TRUNCATE atomic_store_rows")
-        conn.execute(_INSERT, {"table": QUEUE, "rows": rows, "done": rows - pending})
+        table_id = pg_table_id(conn, QUEUE)
+        conn.execute(_INSERT, {"table": table_id, "rows": rows, "done": rows - pending})
         if hand_index:
-            conn.execute(PG_PARTIAL_INDEX)
+            conn.execute(pg_partial_index(table_id).encode())
     if claim_index:
         with AtomicStore(url, auto_claim_sets=False) as store:
             store.ensure_claim_index(table=QUEUE, where=PENDING_WHERE)
@@ -114,8 +115,8 @@ def reset_claimed(url: str) -> None:
     with connect(url) as conn:
         conn.execute(
             "UPDATE atomic_store_rows SET value = (value - 'claimedAt' - 'claimedBy') "
-            "|| '{\"status\": \"pending\"}' WHERE table_name = %s AND value ->> 'status' = %s",
-            (QUEUE, "in_flight"),
+            "|| '{\"status\": \"pending\"}' WHERE table_id = %s AND value ->> 'status' = %s",
+            (pg_table_id(conn, QUEUE), "in_flight"),
         )
     vacuum(url)
 
@@ -123,8 +124,8 @@ def reset_claimed(url: str) -> None:
 def count_status(url: str, status: str) -> int:
     with connect(url) as conn:
         row = conn.execute(
-            "SELECT count(*) FROM atomic_store_rows WHERE table_name = %s AND value ->> 'status' = %s",
-            (QUEUE, status),
+            "SELECT count(*) FROM atomic_store_rows WHERE table_id = %s AND value ->> 'status' = %s",
+            (pg_table_id(conn, QUEUE), status),
         ).fetchone()
     return int(row[0]) if row else 0
 

@@ -97,6 +97,10 @@ class SnapshotDialect:
         None means a statement without placeholders (run as it is).
     :param parse_time: a stored timestamp as an aware ``datetime``.
     :param parse_value: a stored value as a dict.
+    :param table_column: the rows table's column that says which logical table a
+        row is in (the name on SQLite, the table's id on PostgreSQL).
+    :param table_counts: rows per logical table name; ``{table}`` is the rows table,
+        ``{tables}`` the catalog of logical tables (where the backend has one).
     """
 
     placeholder: str
@@ -107,6 +111,8 @@ class SnapshotDialect:
     execute: Callable[[Any, str, Sequence[Any] | None], list[Any]]
     parse_time: Callable[[Any], datetime]
     parse_value: Callable[[Any], dict[str, Any]]
+    table_column: str
+    table_counts: str
 
 
 @lru_cache(maxsize=4)
@@ -120,9 +126,10 @@ def _statements(dialect: SnapshotDialect) -> dict[str, str]:
     status, claimed_at, claimed_by = map(string_at, ("status", "claimedAt", "claimedBy"))
     mark = dialect.placeholder
     return {
-        "tables": "SELECT table_name, count(*) FROM {table} GROUP BY table_name",
+        "tables": dialect.table_counts,
         "statuses": (
-            f"SELECT {status}, count(*) FROM {{table}} AS r WHERE r.table_name = {mark} GROUP BY 1"
+            f"SELECT {status}, count(*) FROM {{table}} AS r "
+            f"WHERE r.{dialect.table_column} = {mark} GROUP BY 1"
         ),
         "count": "SELECT count(*) FROM {table} AS r WHERE {table_filter} AND {where}",
         "oldest": "SELECT min(r.created_at) FROM {table} AS r WHERE {table_filter} AND {where}",
@@ -141,16 +148,30 @@ def _statements(dialect: SnapshotDialect) -> dict[str, str]:
 
 
 class SqlSnapshot:
-    """:class:`Snapshot` over one backend's open read-only transaction."""
+    """:class:`Snapshot` over one backend's open read-only transaction.
+
+    :param storage_table: the rows table, quoted as an identifier by the backend.
+    :param table_ref: what a logical table's rows hold in ``dialect.table_column``
+        (None when no row can be in it).
+    :param tables_catalog: the quoted catalog of logical tables, where there is one.
+    """
 
     def __init__(
-        self, dialect: SnapshotDialect, handle: Any, storage_table: str, where: WhereCompiler
+        self,
+        dialect: SnapshotDialect,
+        handle: Any,
+        storage_table: str,
+        where: WhereCompiler,
+        table_ref: Callable[[str], Any],
+        tables_catalog: str = "",
     ) -> None:
         self._dialect = dialect
         self._statements = _statements(dialect)
         self._handle = handle  # a psycopg cursor or a sqlite3 connection
-        self._table = storage_table  # already quoted as an identifier by the backend
+        self._table = storage_table
         self._where = where
+        self._table_ref = table_ref
+        self._tables_catalog = tables_catalog
 
     def _execute(self, statement: str, params: Sequence[Any] | None = None) -> list[Any]:
         return self._dialect.execute(self._handle, statement, params)
@@ -165,22 +186,26 @@ class SqlSnapshot:
         tail: Sequence[Any] = (),
     ) -> list[Any]:
         where_sql, params = self._where.compile(where, match, inline)
-        if inline:  # a literal table name too, so a claimable set's predicate is provable
-            table_filter, head = f"r.table_name = {self._dialect.literal(table)}", []
+        column, ref = self._dialect.table_column, self._table_ref(table)
+        if inline:  # a literal table too, so a claimable set's predicate is provable
+            table_filter, head = f"r.{column} = {self._dialect.literal(ref)}", []
         else:
-            table_filter, head = f"r.table_name = {self._dialect.placeholder}", [table]
+            table_filter, head = f"r.{column} = {self._dialect.placeholder}", [ref]
         statement = self._statements[kind].format(
             table=self._table, table_filter=table_filter, where=where_sql
         )
         return self._execute(statement, (*head, *params, *tail))
 
     def table_counts(self) -> list[tuple[str, int]]:
-        statement = self._statements["tables"].format(table=self._table)
+        statement = self._statements["tables"].format(
+            table=self._table, tables=self._tables_catalog
+        )
         return [(name, count) for name, count in self._execute(statement)]
 
     def status_counts(self, table: str) -> list[tuple[str | None, int]]:
         statement = self._statements["statuses"].format(table=self._table)
-        return [(status, count) for status, count in self._execute(statement, (table,))]
+        rows = self._execute(statement, (self._table_ref(table),))
+        return [(status, count) for status, count in rows]
 
     def count(
         self, table: str, where: Sequence[Condition], match: str, inline: Collection[int] = ()

@@ -137,7 +137,7 @@ def section(data: dict[str, Any]) -> str:
             'With the claimable set declared (`store.ensure_claim_index(table="jobs", '
             "where=[status equals pending])`; the hand-written claim writes the same literals)"
             if indexed
-            else "Without the claim index (only the store's `(table_name, created_at, key)` index)"
+            else "Without the claim index (only the store's `(table_id, created_at, key)` index)"
         )
         body = [
             [

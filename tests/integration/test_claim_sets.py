@@ -290,8 +290,11 @@ def test_a_repeated_postgres_claim_settles_on_a_generic_plan_that_walks_the_set(
         cursor.execute("SET plan_cache_mode = force_generic_plan")
         try:
             cursor.execute(f"PREPARE generic_claim AS {statement}")
+            (queue_id,) = cursor.execute(
+                f"SELECT id FROM {PHYSICAL_TABLE}_tables WHERE name = 'queue'"
+            ).fetchone()
             explain = sql.SQL("EXPLAIN EXECUTE generic_claim({}, {})").format(
-                sql.Literal(Jsonb({"status": "x"})), sql.Literal("queue")
+                sql.Literal(Jsonb({"status": "x"})), sql.Literal(queue_id)
             )
             plan = "\n".join(row[0] for row in cursor.execute(explain).fetchall())
             assert name in plan

@@ -27,7 +27,7 @@ import pytest
 
 from airflow_atomic_store import AtomicStore, StoreUnavailableError
 from airflow_atomic_store.store.postgres.schema import SCHEMA_LOCK_ID
-from tests.support.physical import PHYSICAL_TABLE
+from tests.support.physical import PG_ROWS_OF, PHYSICAL_TABLE
 
 TIMEOUT = 0.5
 #: Scheduling slack on a shared, loaded machine: the bound proves "no hang", not speed.
@@ -57,7 +57,7 @@ def lock_held(backend: str, url: str, table: str, key: str) -> Iterator[None]:
         return
     with psycopg.connect(url) as connection:  # not autocommit: the lock lasts until rollback
         locked = connection.execute(
-            f"SELECT key FROM {PHYSICAL_TABLE} WHERE table_name = %s AND key = %s FOR UPDATE",
+            f"SELECT key FROM {PHYSICAL_TABLE} WHERE {PG_ROWS_OF} AND key = %s FOR UPDATE",
             (table, key),
         ).fetchall()
         assert locked == [(key,)]

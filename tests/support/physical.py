@@ -1,7 +1,9 @@
 """Direct access to the physical table, for the few tests that must set up
 states the public API cannot produce (for example two rows with the same
-``created_at``). The storage model is part of the design contract: one table
-``atomic_store_rows (table_name, key, value, created_at, record_timestamp)``.
+``created_at``). The storage model (docs/backends.md): one table
+``atomic_store_rows (table_name, key, value, created_at, record_timestamp)`` on
+SQLite; on PostgreSQL ``table_id`` in place of ``table_name``, the logical
+table's id in ``atomic_store_rows_tables (id, name)``.
 """
 
 from __future__ import annotations
@@ -10,24 +12,23 @@ import sqlite3
 from contextlib import closing
 
 PHYSICAL_TABLE = "atomic_store_rows"
+#: A PostgreSQL condition on the rows table: the rows of the logical table bound to ``%s``.
+PG_ROWS_OF = f"table_id = (SELECT id FROM {PHYSICAL_TABLE}_tables WHERE name = %s)"
 
-_SAME_TIME = (
-    "UPDATE {t} SET {col} = (SELECT min({col}) FROM {t} WHERE table_name = {p}) "
-    "WHERE table_name = {p}"
-)
+_SAME_TIME = "UPDATE {t} SET {col} = (SELECT min({col}) FROM {t} WHERE {rows_of}) WHERE {rows_of}"
 
 
 def give_all_rows_the_same_timestamps(url: str, table: str) -> None:
     """Set ``created_at`` and ``record_timestamp`` of every row of ``table`` to one instant."""
     for column in ("created_at", "record_timestamp"):
         if url.startswith("sqlite:///"):
-            statement = _SAME_TIME.format(t=PHYSICAL_TABLE, col=column, p="?")
+            statement = _SAME_TIME.format(t=PHYSICAL_TABLE, col=column, rows_of="table_name = ?")
             with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn, conn:
                 conn.execute(statement, (table, table))
         else:
             import psycopg
 
-            statement = _SAME_TIME.format(t=PHYSICAL_TABLE, col=column, p="%s")
+            statement = _SAME_TIME.format(t=PHYSICAL_TABLE, col=column, rows_of=PG_ROWS_OF)
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute(statement.encode(), (table, table))
 

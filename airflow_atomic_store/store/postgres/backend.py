@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from psycopg import sql
 
 from airflow_atomic_store.exceptions import StoreUnavailableError
 from airflow_atomic_store.spec import Condition, Mutation, Ordering
@@ -35,9 +34,7 @@ from airflow_atomic_store.store.postgres.explain import explain
 from airflow_atomic_store.store.postgres.jsonb import jsonb
 from airflow_atomic_store.store.postgres.mutation_sql import mutations_sql
 from airflow_atomic_store.store.postgres.statements import StatementCompiler
-from airflow_atomic_store.store.postgres.where import (
-    literal,
-)
+from airflow_atomic_store.store.postgres.tables import TableIds
 from airflow_atomic_store.store.receipts import Receipt
 from airflow_atomic_store.store.snapshot import Snapshot
 
@@ -62,8 +59,22 @@ class PostgresBackend(PostgresConnection):
             secrets=secrets,
             timeouts={"lock_timeout": lock_timeout, "statement_timeout": statement_timeout},
         )
-        self._table = sql.Identifier(table_name).as_string(None)
         self._sql = StatementCompiler(table_name, notify)
+        self._ids = TableIds(table_name)
+
+    def _id(self, table: str) -> int:
+        """A written table's id, given to it on its first write."""
+        return self._ids.ensure(self._cursor, table)
+
+    def _read_id(self, table: str) -> int | None:
+        """A read table's id; None (bound, it matches no row) when nothing wrote to it.
+
+        Reads never write, not even the catalog: a read-only role can read.
+        """
+        return self._ids.known(self._cursor, table)
+
+    def _schema_created(self) -> None:
+        self._ids.forget()  # ids remembered from tables that were dropped are not theirs
 
     def notify_channel(self, table: str) -> str | None:
         """Per storage table and logical table, as the writes' ``pg_notify`` names it."""
@@ -73,7 +84,7 @@ class PostgresBackend(PostgresConnection):
         """Read-only inspection queries in one transaction (``inspect.py``)."""
         from airflow_atomic_store.store.postgres.inspect import snapshot
 
-        return snapshot(self._cursor(many_rows=True), self._table, self._sql.where)
+        return snapshot(self._cursor(many_rows=True), self._table_name, self._sql.where)
 
     # -- claimable sets -----------------------------------------------------
 
@@ -123,31 +134,34 @@ class PostgresBackend(PostgresConnection):
 
     def _set_predicate(self, claim_set: ClaimSet) -> str:
         """The partial index's predicate: the same literal SQL a covered claim contains."""
-        where = self._sql.where.literal_predicate(claim_set.conditions, claim_set.match, "value")
-        return f"table_name = {literal(claim_set.table)} AND {where}"
+        return claim_sets.predicate(self._sql.where, claim_set, self._id(claim_set.table))
 
     # -- primitives ---------------------------------------------------------
 
     def put(self, table: str, key: str, value: dict[str, Any]) -> None:
         kind, channel = self._sql.notifying("put", "put", table)
+        args = (self._id(table), key, jsonb(value), *channel)
         with self._cursor() as cur:
-            cur.execute(self._sql.statement(kind), (table, key, jsonb(value), *channel))
+            cur.execute(self._sql.statement(kind), args)
 
     def get(self, table: str, key: str) -> dict[str, Any] | None:
+        args = (self._read_id(table), key)
         with self._cursor() as cur:
-            row = cur.execute(self._sql.statement("get"), (table, key)).fetchone()
+            row = cur.execute(self._sql.statement("get"), args).fetchone()
         return None if row is None else row[0]
 
     def delete(self, table: str, key: str) -> bool:
+        args = (self._read_id(table), key)
         with self._cursor() as cur:
-            return cur.execute(self._sql.statement("delete"), (table, key)).fetchone() is not None
+            return cur.execute(self._sql.statement("delete"), args).fetchone() is not None
 
     def query(
         self, table: str, where: Sequence[Condition], match: str, ordering: Ordering, limit: int
     ) -> list[Row]:
         statement, params = self._sql.compile("query", where, match, ordering)
+        args = (self._read_id(table), *params, limit)
         with self._cursor(many_rows=limit > 1) as cur:
-            return decoded(cur.execute(statement, (table, *params, limit)).fetchall())
+            return decoded(cur.execute(statement, args).fetchall())
 
     def count(
         self,
@@ -172,7 +186,8 @@ class PostgresBackend(PostgresConnection):
         limit: int,
         claim_set: ChosenSet | None = None,
     ) -> tuple[bytes, list[Any]]:
-        return self._sql.compile_pick("count", table, where, match, ordering, limit, claim_set)
+        table_id = self._read_id(table)
+        return self._sql.compile_pick("count", table_id, where, match, ordering, limit, claim_set)
 
     def update(
         self,
@@ -188,7 +203,7 @@ class PostgresBackend(PostgresConnection):
             "update", "update" if receipt is None else "update+receipt", table
         )
         statement, params = self._sql.compile(kind, where, match, apply=apply)
-        args = (*mutation_params, table, key, *params)
+        args = (*mutation_params, self._id(table), key, *params)
         rows, recorded = self._execute(statement, args, channel, receipt, many_rows=False)
         if recorded is not receipts.NOTHING:
             return recorded[0], True
@@ -209,10 +224,11 @@ class PostgresBackend(PostgresConnection):
         kind, channel = self._sql.notifying(
             "claim", "claim" if receipt is None else "claim+receipt", table
         )
+        table_id = self._id(table)
         statement, params = self._sql.compile_pick(
-            kind, table, where, match, ordering, limit, claim_set, apply
+            kind, table_id, where, match, ordering, limit, claim_set, apply
         )
-        args = (*params, *mutation_params, table)
+        args = (*params, *mutation_params, table_id)
         rows, recorded = self._execute(statement, args, channel, receipt, many_rows=limit > 1)
         if recorded is not receipts.NOTHING:
             return [(key, value) for key, value in recorded], True
@@ -231,7 +247,7 @@ class PostgresBackend(PostgresConnection):
     ) -> str:
         """The selection's plan; ``generic`` asks for the plan a prepared claim settles on."""
         statement, params = self._sql.compile_pick(
-            "pick", table, where, match, ordering, limit, claim_set
+            "pick", self._read_id(table), where, match, ordering, limit, claim_set
         )
         with self._cursor(many_rows=True) as cur:
             return explain(cur, statement, params, generic=generic)
@@ -253,10 +269,11 @@ class PostgresBackend(PostgresConnection):
         """
         if mutations:
             apply, mutation_params = mutations_sql(mutations, "t.value")
-            args: tuple[Any, ...] = (table, key, jsonb(insert_value), *mutation_params)
+            args: tuple[Any, ...] = (self._id(table), key, jsonb(insert_value), *mutation_params)
             kind = "upsert"
         else:
-            apply, args, kind = "", (table, key, jsonb(insert_value), table, key), "seed"
+            table_id = self._id(table)
+            apply, args, kind = "", (table_id, key, jsonb(insert_value), table_id, key), "seed"
         if receipt is not None:
             kind += "+receipt"
         kind, channel = self._sql.notifying("upsert", kind, table)

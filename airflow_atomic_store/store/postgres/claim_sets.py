@@ -19,8 +19,9 @@ from psycopg import sql
 
 from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.store.claim_sets import Origin, StoredSet, stored_set
+from airflow_atomic_store.store.compiler import WhereCompiler
 from airflow_atomic_store.store.postgres import schema
-from airflow_atomic_store.store.postgres.where import without_placeholders
+from airflow_atomic_store.store.postgres.where import literal, without_placeholders
 
 #: Serialises index builds across processes (next to the schema lock's id).
 BUILD_LOCK_ID = schema.SCHEMA_LOCK_ID + 1
@@ -98,11 +99,20 @@ def build_in_progress(cursor: psycopg.Cursor[Any]) -> bool:
     return bool(row and row[0])
 
 
-def create_index(storage_table: str, claim_set: ClaimSet, predicate: str) -> str:
-    """The set's ``CREATE INDEX CONCURRENTLY``: ``(order column, key)`` where its predicate holds."""
+def predicate(where: WhereCompiler, claim_set: ClaimSet, table_id: int) -> str:
+    """A set's index predicate: the same literal SQL a claim the set covers contains."""
+    conditions = where.literal_predicate(claim_set.conditions, claim_set.match, "value")
+    return f"table_id = {literal(table_id)} AND {conditions}"
+
+
+def create_index(
+    storage_table: str, claim_set: ClaimSet, predicate: str, *, concurrently: bool = True
+) -> str:
+    """The set's ``CREATE INDEX``: ``(order column, key)`` where its predicate holds."""
     index = sql.Identifier(claim_set.index_name(storage_table)).as_string(None)
+    how = "CONCURRENTLY " if concurrently else ""
     return (
-        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON "
+        f"CREATE INDEX {how}IF NOT EXISTS {index} ON "
         f"{sql.Identifier(storage_table).as_string(None)} ({claim_set.column}, key) "
         f"WHERE {without_placeholders(predicate)}"
     )
@@ -224,3 +234,20 @@ def _set_timeouts(cursor: psycopg.Cursor[Any], statement: str, lock: str) -> Non
             "SELECT set_config('statement_timeout', {}, false), set_config('lock_timeout', {}, false)"
         ).format(sql.Literal(statement), sql.Literal(lock))
     )
+
+
+def rebuild_indexes(
+    cursor: psycopg.Cursor[Any], storage_table: str, where: WhereCompiler, ids: dict[str, int]
+) -> None:
+    """Build every listed set's index again, inside the caller's transaction.
+
+    The conversion to table ids (``connection.py``) dropped them with the name
+    column; it holds the table's exclusive lock already, so a plain build costs
+    writers nothing more. ``ids``: the catalog's ids by name.
+    """
+    for stored in load(cursor, schema.sets_table(storage_table), None):
+        claim_set = stored.claim_set
+        condition = predicate(where, claim_set, ids[claim_set.table])
+        cursor.execute(
+            create_index(storage_table, claim_set, condition, concurrently=False).encode()
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -12,11 +13,15 @@ from psycopg import sql
 from psycopg.rows import tuple_row
 
 from airflow_atomic_store.exceptions import MutationError
-from airflow_atomic_store.store.postgres import schema
+from airflow_atomic_store.store.compiler import WhereCompiler
+from airflow_atomic_store.store.postgres import claim_sets, schema
 from airflow_atomic_store.store.postgres.errors import translate
+from airflow_atomic_store.store.postgres.where import PostgresWhere
 from airflow_atomic_store.store.urls import scrub
 
 Connect = Callable[[], psycopg.Connection[Any]]
+
+log = logging.getLogger("airflow_atomic_store.store")
 
 
 class PostgresConnection:
@@ -72,7 +77,8 @@ class PostgresConnection:
         return connection
 
     def _ensure_schema(self, connection: psycopg.Connection[Any]) -> None:
-        """Create what is missing, checking again (afresh) under the schema lock.
+        """Create what is missing, and convert a first-layout rows table, checking again
+        (afresh) under the schema lock.
 
         A process that queued behind the creator must not then run ``CREATE INDEX
         IF NOT EXISTS`` on the existing table: its share lock waits for a ``CREATE
@@ -80,27 +86,66 @@ class PostgresConnection:
         schema lock, a deadlock.
         """
         tables = schema.schema_tables(self._table_name)
-        missing_tables, functions_missing = self._schema_missing(connection, list(tables))
-        if not missing_tables and not functions_missing:
+        if not any(self._schema_missing(connection, list(tables))):
             return
         with connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (schema.SCHEMA_LOCK_ID,))
-            missing_tables, functions_missing = self._schema_missing(connection, list(tables))
-            for name in tables:  # in order: the rows table first
+            missing_tables, functions_missing, first_layout = self._schema_missing(
+                connection, list(tables)
+            )
+            for name in tables:  # in order: the tables catalog, then the rows table
                 if name in missing_tables:
                     connection.execute(tables[name])
             if functions_missing:
                 connection.execute(schema.FUNCTIONS_DDL.encode())
+            if first_layout:
+                self._convert_to_table_ids(connection)
+        if missing_tables:
+            self._schema_created()
+
+    def _convert_to_table_ids(self, connection: psycopg.Connection[Any]) -> None:
+        """Key the rows by table id (``upgrade_table_id.sql``), the sets' indexes rebuilt.
+
+        Runs in the schema lock's transaction: processes of this release wait for
+        it and then find the new layout; the table is locked for the conversion's
+        length (one rewrite of the table and its indexes).
+        """
+        name = self._table_name
+        catalog = schema.tables_catalog(name)
+        connection.execute(schema.upgrade_ddl(name))
+        connection.execute(
+            f"INSERT INTO {catalog} (name) SELECT DISTINCT table_name FROM "
+            f"{schema.sets_table(name)} ON CONFLICT (name) DO NOTHING".encode()
+        )
+        ids = dict(connection.execute(f"SELECT name, id FROM {catalog}".encode()).fetchall())
+        with connection.cursor() as cursor:
+            claim_sets.rebuild_indexes(cursor, name, WhereCompiler(PostgresWhere()), ids)
+        log.info(
+            "atomic store: converted %s to table ids (%d logical tables); its claimable "
+            "sets' indexes were rebuilt",
+            name,
+            len(ids),
+        )
+
+    def _schema_created(self) -> None:
+        """Called after this connection created part of the schema (a subclass forgets
+        what it remembered of tables that were not there)."""
 
     def _schema_missing(
         self, connection: psycopg.Connection[Any], tables: list[str]
-    ) -> tuple[list[str], bool]:
-        """(the tables missing, whether a mutation function is), as of this statement."""
+    ) -> tuple[list[str], bool, bool]:
+        """(the tables missing, whether a mutation function is, whether the rows table
+        has the first layout), as of this statement."""
         row = connection.execute(
-            schema.SCHEMA_PROBE, {"tables": tables, "functions": list(schema.FUNCTION_NAMES)}
+            schema.SCHEMA_PROBE,
+            {
+                "tables": tables,
+                "functions": list(schema.FUNCTION_NAMES),
+                "rows": self._table_name,
+            },
         ).fetchone()
         assert row is not None
-        return list(row[0]), bool(row[1])
+        return list(row[0]), bool(row[1]), bool(row[2])
 
     @contextmanager
     def _cursor(self, *, many_rows: bool = False) -> Iterator[psycopg.Cursor[Any]]:

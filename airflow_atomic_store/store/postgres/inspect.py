@@ -12,8 +12,10 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from airflow_atomic_store.store.compiler import WhereCompiler
+from airflow_atomic_store.store.postgres import schema
 from airflow_atomic_store.store.postgres.where import literal, path_sql
 from airflow_atomic_store.store.snapshot import SnapshotDialect, SqlSnapshot
 
@@ -42,6 +44,11 @@ DIALECT = SnapshotDialect(
     execute=_execute,
     parse_time=_aware,
     parse_value=_value,
+    table_column="table_id",
+    table_counts=(
+        "SELECT t.name, count(*) FROM {table} AS r JOIN {tables} AS t ON t.id = r.table_id "
+        "GROUP BY t.name"
+    ),
 )
 
 
@@ -50,12 +57,23 @@ def snapshot(
     storage_table: str,
     where: WhereCompiler,
 ) -> AbstractContextManager[SqlSnapshot]:
-    """A snapshot on the backend's connection, inside a transaction of its own."""
+    """A snapshot on the backend's connection, inside a transaction of its own.
+
+    Logical tables are looked up by id in the snapshot itself (``tables.py``).
+    """
+    catalog = schema.tables_catalog(storage_table)
+    find_id = f"SELECT id FROM {catalog} WHERE name = %s".encode()
 
     @contextmanager
     def opened() -> Iterator[SqlSnapshot]:
         with cursor as cur, cur.connection.transaction():
             cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            yield SqlSnapshot(DIALECT, cur, storage_table, where)
+
+            def table_id(table: str) -> int | None:
+                row = cur.execute(find_id, (table,)).fetchone()
+                return None if row is None else int(row[0])
+
+            rows_table = sql.Identifier(storage_table).as_string(None)
+            yield SqlSnapshot(DIALECT, cur, rows_table, where, table_id, catalog)
 
     return opened()

@@ -36,11 +36,17 @@ SCHEMA_LOCK_ID = 0x41544F4D  # "ATOM"
 
 TABLE_DDL = sql_file("rows_table.sql")
 
+#: The logical tables' ids (``tables.py``): the rows table keys its rows by them.
+TABLES_DDL = sql_file("tables_catalog.sql")
+
+#: Converts a rows table of the first layout (text table names) to table ids.
+UPGRADE_DDL = sql_file("upgrade_table_id.sql")
+
 #: Built on first use of ``orderBy: recordTimestamp`` (``ORDER_INDEXES``), not with the
 #: table: every claim and update writes ``record_timestamp``, and an index on it is
 #: one more entry per row version that only ordering by it repays.
 RECORD_INDEX_DDL = (
-    "CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON {table} (table_name, record_timestamp, key)"
+    "CREATE INDEX CONCURRENTLY IF NOT EXISTS {index} ON {table} (table_id, record_timestamp, key)"
 )
 
 #: Idempotency receipts (``store/receipts.py``); the expiry index serves the purge.
@@ -68,9 +74,11 @@ SCHEMA_PROBE = sql_file("schema_probe.sql")
 
 
 def schema_tables(table_name: str) -> dict[str, bytes]:
-    """Each table of one store (the rows, the sets catalog, the receipts) and its DDL."""
+    """Each table of one store (the tables catalog, the rows, the sets catalog, the
+    receipts) and its DDL, in the order they are created."""
     receipts = f"{table_name}_receipts"
     return {
+        f"{table_name}_tables": TABLES_DDL.format(tables=tables_catalog(table_name)).encode(),
         table_name: table_ddl(table_name),
         f"{table_name}_claim_sets": SETS_DDL.format(sets=sets_table(table_name)).encode(),
         receipts: RECEIPTS_DDL.format(
@@ -90,6 +98,11 @@ def record_index(table_name: str) -> tuple[str, bytes]:
     return name, ddl.encode()
 
 
+def tables_catalog(table_name: str) -> str:
+    """The quoted name of the catalog of logical tables that belongs to a rows table."""
+    return sql.Identifier(f"{table_name}_tables").as_string(None)
+
+
 def sets_table(table_name: str) -> str:
     """The quoted name of the claimable-set catalog that belongs to a rows table."""
     return sql.Identifier(f"{table_name}_claim_sets").as_string(None)
@@ -97,7 +110,17 @@ def sets_table(table_name: str) -> str:
 
 def table_ddl(table_name: str) -> bytes:
     """The rows table and its indexes, for one storage table name."""
-    return TABLE_DDL.format(
+    return _rows_holes(TABLE_DDL, table_name)
+
+
+def upgrade_ddl(table_name: str) -> bytes:
+    """The conversion of one rows table from text table names to table ids."""
+    return _rows_holes(UPGRADE_DDL, table_name)
+
+
+def _rows_holes(template: str, table_name: str) -> bytes:
+    return template.format(
         table=sql.Identifier(table_name).as_string(None),
+        tables=tables_catalog(table_name),
         created_index=sql.Identifier(f"{table_name}_created_idx").as_string(None),
     ).encode()

@@ -35,24 +35,24 @@ _PICK = (
 _UPDATE = (
     "UPDATE {table} AS r SET value = {apply}, "
     "record_timestamp = clock_timestamp() "
-    "WHERE r.table_name = %s AND r.key = %s AND {where} RETURNING r.value"
+    "WHERE r.table_id = %s AND r.key = %s AND {where} RETURNING r.value"
 )
 _MARK_PICKED = (
     "UPDATE {table} AS t SET value = {apply}, "
     "record_timestamp = clock_timestamp() "
-    "FROM picked WHERE t.table_name = %s AND t.key = picked.key"
+    "FROM picked WHERE t.table_id = %s AND t.key = picked.key"
 )
 _CLAIM = f"{_MARK_PICKED} RETURNING t.key, t.value, picked.claim_order"
 _SEED = (
-    "inserted AS (INSERT INTO {table} (table_name, key, value) VALUES (%s, %s, %s) "
-    "ON CONFLICT (table_name, key) DO NOTHING RETURNING value), "
+    "inserted AS (INSERT INTO {table} (table_id, key, value) VALUES (%s, %s, %s) "
+    "ON CONFLICT (table_id, key) DO NOTHING RETURNING value), "
     "effect AS (SELECT value, true AS inserted FROM inserted UNION ALL "
-    "SELECT value, false FROM {table} WHERE table_name = %s AND key = %s "
+    "SELECT value, false FROM {table} WHERE table_id = %s AND key = %s "
     "AND NOT EXISTS (SELECT FROM inserted))"
 )
 _UPSERT = (
-    "INSERT INTO {table} AS t (table_name, key, value) VALUES (%s, %s, %s) "
-    "ON CONFLICT (table_name, key) DO UPDATE "
+    "INSERT INTO {table} AS t (table_id, key, value) VALUES (%s, %s, %s) "
+    "ON CONFLICT (table_id, key) DO UPDATE "
     "SET value = {apply}, record_timestamp = clock_timestamp() "
     "RETURNING t.value, (t.xmax = 0) AS inserted"
 )
@@ -65,17 +65,17 @@ _RECEIPT = (
 )
 
 _PUT = (
-    "INSERT INTO {table} AS t (table_name, key, value) VALUES (%s, %s, %s) "
-    "ON CONFLICT (table_name, key) DO UPDATE "
+    "INSERT INTO {table} AS t (table_id, key, value) VALUES (%s, %s, %s) "
+    "ON CONFLICT (table_id, key) DO UPDATE "
     "SET value = EXCLUDED.value, record_timestamp = clock_timestamp()"
 )
 
 STATEMENTS = {
     "put": _PUT,
-    "get": "SELECT value FROM {table} WHERE table_name = %s AND key = %s",
-    "delete": "DELETE FROM {table} WHERE table_name = %s AND key = %s RETURNING 1",
+    "get": "SELECT value FROM {table} WHERE table_id = %s AND key = %s",
+    "delete": "DELETE FROM {table} WHERE table_id = %s AND key = %s RETURNING 1",
     "query": (
-        "SELECT r.key, r.value::text FROM {table} AS r WHERE r.table_name = %s AND {where} "
+        "SELECT r.key, r.value::text FROM {table} AS r WHERE r.table_id = %s AND {where} "
         "ORDER BY {order} LIMIT %s"
     ),
     "update": _UPDATE,
@@ -188,7 +188,7 @@ class StatementCompiler:
         ordering: Ordering | None = None,
         apply: str = "",
         limit: int | None = None,
-        table_filter: str = "r.table_name = %s",
+        table_filter: str = "r.table_id = %s",
     ) -> bytes:
         return (
             STATEMENTS[kind]
@@ -221,7 +221,7 @@ class StatementCompiler:
     def compile_pick(
         self,
         kind: str,
-        table: str,
+        table_id: int | None,
         where: Sequence[Condition],
         match: str,
         ordering: Ordering,
@@ -231,16 +231,17 @@ class StatementCompiler:
     ) -> tuple[bytes, list[Any]]:
         """A claim's statement and the parameters of its selection.
 
-        With a claimable set, the table name and the conditions the set covers
+        With a claimable set, the table id and the conditions the set covers
         are literals, so the planner proves the set's index predicate from the
-        text, for custom and generic plans alike.
+        text, for custom and generic plans alike. A ``table_id`` None (a read of
+        a table nothing wrote to) matches no row.
         """
         if chosen is None:
             where_sql, params = self.where.compile(where, match)
             statement = self.statement(kind, where_sql, ordering, apply, limit)
-            return statement, [table, *params]
+            return statement, [table_id, *params]
         where_sql, params = self.where.compile(where, match, chosen.inline)
-        table_filter = f"r.table_name = {literal(table)}"
+        table_filter = f"r.table_id = {literal(table_id)}"
         return self.statement(kind, where_sql, ordering, apply, limit, table_filter), params
 
     def notifying(self, family: str, kind: str, table: str) -> tuple[str, tuple[str, ...]]:

@@ -33,7 +33,13 @@ DIALECT = SnapshotDialect(
     execute=_execute,
     parse_time=parse_timestamp,
     parse_value=json.loads,
+    table_column="table_name",
+    table_counts="SELECT table_name, count(*) FROM {table} GROUP BY table_name",
 )
+
+
+def _same_name(table: str) -> str:
+    return table  # rows hold their logical table's name
 
 
 def snapshot(
@@ -48,7 +54,7 @@ def snapshot(
         with transaction as connection:
             connection.execute("PRAGMA query_only = ON")
             try:
-                yield SqlSnapshot(DIALECT, connection, storage_table, where)
+                yield SqlSnapshot(DIALECT, connection, storage_table, where, _same_name)
             finally:
                 connection.execute("PRAGMA query_only = OFF")
 
