@@ -354,3 +354,15 @@ def first_get(url: str, results: Any) -> None:
             results.put(("first", "ok", store.get("jobs", "missing")))
     except BaseException as exc:
         results.put(("first", "error", repr(exc)))
+
+
+def claim_all_after_barrier(barrier: Any, url: str, table: str, batch: int) -> list[str]:
+    """Open a store only after the barrier (its first call is contended) and claim until empty."""
+    barrier.wait(timeout=60)
+    keys: list[str] = []
+    with AtomicStore(url) as store:
+        while True:
+            claimed = store.atomic_claim(table, where=PENDING, limit=batch)["claimed"]
+            if not claimed:
+                return keys
+            keys.extend(row["key"] for row in claimed)
