@@ -28,7 +28,7 @@ def literal(value: Any) -> str:
 
     ``%`` is doubled because the statement later goes through psycopg's
     placeholder parser, which does not know about string literals. Strings
-    (table names: every claim through a set writes its table as a literal) are
+    (path segments, a set's constants: every claim through a set writes them) are
     remembered: quoting without a connection depends on the text alone.
     """
     if type(value) is str:
