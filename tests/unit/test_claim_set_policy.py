@@ -96,7 +96,8 @@ def _chosen(catalog: Catalog):  # type: ignore[no-untyped-def]
 
 @pytest.fixture(autouse=True)
 def quick_polls(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(claim_sets, "BUILD_POLL_SECONDS", 0.001)
+    monkeypatch.setattr(claim_sets, "BUILD_POLL_MIN_SECONDS", 0.001)
+    monkeypatch.setattr(claim_sets, "BUILD_POLL_MAX_SECONDS", 0.001)
 
 
 def test_a_claim_waits_for_another_process_building_its_set_then_runs_through_it() -> None:
@@ -156,3 +157,14 @@ def test_a_failed_set_is_neither_waited_for_nor_built_again() -> None:
     catalog.sets[name] = _with_state(catalog.sets[name], "failed")
     assert _chosen(catalog) is None
     assert catalog.builds_here == 0
+
+
+@pytest.mark.parametrize(
+    ("waited", "expected"), [(0.0, 0.01), (0.2, 0.01), (1.0, 0.05), (60.0, 0.25)]
+)
+def test_a_waiting_claim_looks_again_after_a_twentieth_of_its_wait_within_bounds(
+    monkeypatch: pytest.MonkeyPatch, waited: float, expected: float
+) -> None:
+    monkeypatch.setattr(claim_sets, "BUILD_POLL_MIN_SECONDS", 0.01)
+    monkeypatch.setattr(claim_sets, "BUILD_POLL_MAX_SECONDS", 0.25)
+    assert claim_sets.build_poll_pause(waited) == pytest.approx(expected)
