@@ -4,10 +4,12 @@ Each method runs the same kind of single statement the store runs, on the
 same table and indexes, with the same filter expressions (so the same
 indexes apply), but with the JSON edits written inline (``||``,
 ``jsonb_set``/``json_set``) instead of the store's general mutation function,
-and with no spec parsing in Python. This is the limit for the store's design:
-the store can approach it, not beat it. The claim writes its table and status
-as literals, as the store writes a claimable set's conditions, so a partial
-index serves it whenever one serves the store.
+and with no spec parsing in Python: what the store's design costs beyond the
+statement itself. (It is not a bound: on PostgreSQL these statements are planned
+on every call, where the store's claim settles on a cached generic plan, so the
+store's claim can beat them; bench/analysis.md, ninth pass.) The claim writes
+its table and status as literals, as the store writes a claimable set's
+conditions, so a partial index serves it whenever one serves the store.
 """
 
 from __future__ import annotations
