@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow.sdk import XComArg
 
@@ -81,7 +81,8 @@ class AtomicClaimOperator(BaseAtomicOperator):
         ``None`` uses the default claim mutation above (templated).
     :param order_by: ``"createdAt"`` or ``"recordTimestamp"`` (templated).
     :param direction: ``"asc"`` or ``"desc"`` (templated).
-    :param limit: at most this many rows, 1 to 1000 (templated).
+    :param limit: at most this many rows, 1 to 1000 (templated: a lone ``{{ … }}``
+        renders to its native type, so ``"{{ params.batch_size }}"`` gives an int).
     :param return_fields: keep only these top-level fields of each value (templated).
     :param conn_id: connection id of the store (templated).
     :param short_circuit: skip every downstream task when nothing was claimed.
@@ -123,7 +124,7 @@ class AtomicClaimOperator(BaseAtomicOperator):
         mutations: Sequence[Mapping[str, Any]] | None = _DEFAULTS["mutations"],
         order_by: str = _DEFAULTS["order_by"],
         direction: str = _DEFAULTS["direction"],
-        limit: int = _DEFAULTS["limit"],
+        limit: int | str = _DEFAULTS["limit"],
         deferrable: bool = False,
         wait_timeout: timedelta | float | None = None,
         poll_interval: float = 2.0,
@@ -174,7 +175,7 @@ class AtomicClaimOperator(BaseAtomicOperator):
             mutations=self.mutations,
             order_by=self.order_by,
             direction=self.direction,
-            limit=self.limit,
+            limit=cast("int", self.limit),  # rendered by now; the store checks its type
             return_fields=self.return_fields,
             execution_id=atomic.execution_id,
             idempotency_key=idempotency_key,
