@@ -281,7 +281,7 @@ class ClaimSetCatalog:
                 break
             if now >= deadline or not self._storage.build_in_progress():
                 break
-            time.sleep(build_poll_pause(now - started))
+            time.sleep(min(build_poll_pause(now - started), deadline - now))
             self._reload(table, time.monotonic())
         return self._best(table, conditions, match, column)
 
