@@ -3,8 +3,10 @@
 Each drain gets its own freshly loaded database file (pending rows over ten
 times as many done rows), claims batches until the queue is empty and is
 timed from the first claim to the empty one. Variants: the store as the recipe
-calls it (its first claim declares the claimable set, inside the timing), the
-store with the set declared beforehand, and ``sqlite3`` with a hand-made
+calls it (its first claim declares the claimable set over the loaded history,
+inside the timing), the same on a queue whose history grew under the recipe
+(``grown``: its first claim, on the empty queue, declared the set before the
+rows were loaded), the store with the set declared beforehand, and ``sqlite3`` with a hand-made
 partial index named by ``INDEXED BY`` (:mod:`bench.handwritten`), once keeping
 the JSON text it gets back and once decoding it (``sql-decoded``), as a caller
 of the store gets values, and as psycopg decodes ``jsonb`` for the PostgreSQL
@@ -25,7 +27,7 @@ from bench.environment import BenchEnvironment
 from bench.handwritten import SQLITE_PARTIAL_INDEX, HandwrittenSqlite
 from bench.timing import now, progress
 
-VARIANTS = ("recipe", "declared", "sql", "sql-decoded")
+VARIANTS = ("recipe", "declared", "sql", "sql-decoded", "grown")
 BATCH = 10
 
 _LOAD = """
@@ -42,6 +44,8 @@ FROM seq
 def _prepare(url: str, variant: str, pending: int, history: int) -> None:
     with AtomicStore(url, auto_claim_sets=False) as store:
         store.get(loading.QUEUE, "__schema__")
+    if variant == "grown":
+        loading.claim_on_new_queue(url)
     with sqlite3.connect(path_from_url(url), isolation_level=None) as conn:
         conn.execute(_LOAD, (pending + history, loading.QUEUE, history))
         if variant.startswith("sql"):
@@ -61,7 +65,7 @@ def _drain(url: str, variant: str) -> dict[str, Any]:
         decode = variant == "sql-decoded"
         claim, close = (lambda: len(sql.claim_partial(BATCH, "aged", decode=decode))), sql.close
     else:
-        store = AtomicStore(url, auto_claim_sets=variant == "recipe")
+        store = AtomicStore(url, auto_claim_sets=variant in ("recipe", "grown"))
         store.get(loading.QUEUE, "__warm-up__")
         claim = lambda: store.atomic_claim(  # noqa: E731
             loading.QUEUE, where=loading.PENDING_WHERE, limit=BATCH, execution_id="aged"

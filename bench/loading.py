@@ -82,19 +82,25 @@ def load_queue(
     pending: int | None = None,
     claim_index: bool,
     hand_index: bool = False,
+    grown: bool = False,
 ) -> None:
     """Empty the table, load ``rows`` rows of which the newest ``pending`` are pending.
 
     With ``claim_index`` the store's :meth:`ensure_claim_index` declares the
-    claimable set "status equals pending"; with ``hand_index`` the hand-made
-    partial index of :mod:`bench.handwritten` is built; without either only the
-    store's own indexes exist. Ends with ``VACUUM ANALYZE`` so every variant
-    starts from the same state.
+    claimable set "status equals pending" over the loaded rows; with ``grown``
+    the store's own first claim declares it on the empty table, before the rows
+    arrive, as on a queue whose history grew under the recipe; with
+    ``hand_index`` the hand-made partial index of :mod:`bench.handwritten` is
+    built; without any of them only the store's own indexes exist. Ends with
+    ``VACUUM ANALYZE`` so every variant starts from the same state.
     """
     pending = rows if pending is None else pending
     drop_claim_indexes(url)
     with connect(url) as conn:
         conn.execute("TRUNCATE atomic_store_rows")
+    if grown:
+        claim_on_new_queue(url)
+    with connect(url) as conn:
         table_id = pg_table_id(conn, QUEUE)
         conn.execute(_INSERT, {"table": table_id, "rows": rows, "done": rows - pending})
         if hand_index:
@@ -103,6 +109,18 @@ def load_queue(
         with AtomicStore(url, auto_claim_sets=False) as store:
             store.ensure_claim_index(table=QUEUE, where=PENDING_WHERE)
     vacuum(url)
+
+
+def claim_on_new_queue(url: str) -> None:
+    """The recipe's first claim, on a queue that holds nothing yet: it declares the set.
+
+    Every queue that ages under the recipe took its first claim young, so its
+    set was built over a handful of rows and has held only the pending ones
+    since; the history is then loaded beneath it.
+    """
+    with AtomicStore(url) as store:
+        store.atomic_claim(QUEUE, where=PENDING_WHERE, limit=1, execution_id="new-queue")
+        assert [s["state"] for s in store.claim_sets(QUEUE)] == ["ready"]
 
 
 def vacuum(url: str) -> None:
