@@ -23,6 +23,11 @@ Row = tuple[str, dict[str, Any]]
 
 DEFAULT_STORAGE_TABLE = "atomic_store_rows"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
+#: How the store names what it creates beside a storage table ``t``: ``t_tables``,
+#: ``t_claim_sets``, ``t_receipts``, ``t_receipts_pkey``, ``t_created_idx``, ``t_set_<hash>``.
+RESERVED_ENDINGS = "_tables, _claim_sets, _receipts, _pkey, _idx, _set_<10 hex digits>"
+_RESERVED = re.compile(r"(_tables|_claim_sets|_receipts|_pkey|_idx|_set_[0-9a-f]{10})\Z")
+
 _COLUMN_THEN_KEY = itemgetter(2, 0)
 
 
@@ -67,6 +72,12 @@ def check_storage_table(name: str) -> str:
         raise SpecError(
             "storage_table",
             f"must be a plain SQL identifier (letters, digits, _; at most 48), got {name!r}",
+        )
+    if _RESERVED.search(name):
+        raise SpecError(
+            "storage_table",
+            f"must not end like the store's own tables and indexes ({RESERVED_ENDINGS}: "
+            f"another storage table's would take that name), got {name!r}",
         )
     return name
 

@@ -169,3 +169,21 @@ def test_reads_of_a_table_nothing_wrote_to_add_nothing_to_the_tables_catalog(
             store.put("written", "k", {})
             store.atomic_claim("claimed", where=PENDING)
             assert conn.execute(catalog).fetchall() == [("written",), ("claimed",)]
+
+
+def test_a_conversion_longer_than_the_stores_statement_timeout_still_finishes(
+    store_url: str,
+) -> None:
+    """The store's ``statement_timeout`` bounds its primitives; the one-time rewrite of
+    a large table used to be cancelled by it on every first use, and never finish."""
+    make_first_layout(store_url)
+    with psycopg.connect(store_url, autocommit=True) as conn:
+        conn.execute(
+            f"INSERT INTO {PHYSICAL_TABLE} (table_name, key, value) SELECT 'history', "
+            """i::text, '{"status": "done"}' FROM generate_series(1, 100000) AS i""".encode()
+        )
+    (counted,) = run_in_processes(
+        workers.open_and_count, [(store_url, {"statement_timeout": 0.05})], timeout=120
+    )
+    assert counted == 40
+    assert "table_id" in columns(store_url)

@@ -366,3 +366,65 @@ def claim_all_after_barrier(barrier: Any, url: str, table: str, batch: int) -> l
             if not claimed:
                 return keys
             keys.extend(row["key"] for row in claimed)
+
+
+def hold_a_write_open(barrier: Any, url: str, key: str, seconds: float) -> str:
+    """Write ``key`` in a transaction kept open ``seconds``: ``CREATE INDEX CONCURRENTLY``
+    waits for it to end."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        conn.execute(
+            "UPDATE atomic_store_rows SET value = value WHERE key = %s", (key,)
+        )  # the transaction now holds the table
+        barrier.wait(timeout=60)
+        time.sleep(seconds)
+        conn.commit()
+    return "committed"
+
+
+def build_set_by(barrier: Any, url: str, how: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Declare the pending set (``how="declare"``) or let a claim declare it (``"claim"``)."""
+    with AtomicStore(url, **options) as store:
+        store.get("jobs", "warm-up")
+        barrier.wait(timeout=60)
+        started = time.monotonic()
+        try:
+            if how == "declare":
+                outcome: Any = store.ensure_claim_index(table="jobs", where=PENDING)
+            else:
+                outcome = [
+                    row["key"] for row in store.atomic_claim("jobs", where=PENDING)["claimed"]
+                ]
+        except Exception as exc:
+            return {"error": repr(exc), "sets": store.claim_sets("jobs")}
+        seconds = time.monotonic() - started
+        with store._backend._cursor() as cursor:  # type: ignore[attr-defined]
+            settings = cursor.execute(
+                "SELECT current_setting('statement_timeout'), current_setting('lock_timeout')"
+            ).fetchone()
+        return {"outcome": outcome, "seconds": seconds, "settings": list(settings)}
+
+
+def drop_set_while_building(barrier: Any, url: str) -> dict[str, Any]:
+    """Drop the first set listed on ``jobs`` as soon as it is listed (it is still building)."""
+    with AtomicStore(url) as store:
+        store.get("jobs", "warm-up")
+        barrier.wait(timeout=60)
+        deadline = time.monotonic() + 20
+        while not (listed := store.claim_sets("jobs")):
+            if time.monotonic() > deadline:
+                return {"error": "the set was never listed"}
+            time.sleep(0.01)
+        state = listed[0]["state"]
+        return {"state": state, "dropped": store.drop_claim_set(listed[0]["name"])}
+
+
+def open_and_count(barrier: Any, url: str, options: dict[str, Any]) -> Any:
+    """Open the store (its first call converts a first-layout table); count the queue."""
+    barrier.wait(timeout=60)
+    try:
+        with AtomicStore(url, **options) as store:
+            return store.count("queue", where=PENDING)
+    except Exception as exc:
+        return repr(exc)

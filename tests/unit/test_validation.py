@@ -130,6 +130,29 @@ def test_storage_table_must_be_a_plain_identifier():
     assert info.value.field == "storage_table"
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "jobs_tables",
+        "jobs_claim_sets",
+        "jobs_receipts",
+        "jobs_pkey",
+        "jobs_created_idx",
+        "jobs_set_0123456789",
+    ],
+)
+def test_storage_table_may_not_take_a_name_the_store_gives_another_tables_companions(name):
+    """Store ``jobs`` keeps its catalog in ``jobs_tables``: a store named that could not work."""
+    with pytest.raises(SpecError, match="must not end like the store's own") as info:
+        AtomicStore("sqlite:////tmp/x.db", storage_table=name)
+    assert info.value.field == "storage_table"
+
+
+@pytest.mark.parametrize("name", ["jobs", "hot_rows", "tables", "jobs_set", "my_idx_rows"])
+def test_storage_table_names_that_only_contain_a_reserved_word_are_accepted(name):
+    AtomicStore("sqlite:////tmp/x.db", storage_table=name).close()
+
+
 def test_the_public_api_is_pinned():
     assert sorted(airflow_atomic_store.__all__) == [
         "AccessDeniedError",

@@ -10,6 +10,7 @@ with ``pg_try_`` (a blocking wait would hold a snapshot the build waits for).
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Iterator
 from typing import Any, Literal
@@ -71,17 +72,41 @@ def build(
             cursor, sets_table, claim_set, name, automatic_limit
         ):
             return None
-        _record(cursor, sets_table, name, claim_set, origin)
-        outcome = build_concurrently(cursor, name, create, timeout=timeout, restore=restore)
-        if outcome == "too slow":
-            problem = (
-                f"the automatic build took longer than {timeout:g} s; declare the set "
-                "with ensure_claim_index(), which waits for the build"
-            )
-            cursor.execute(
-                f"UPDATE {sets_table} SET problem = %s WHERE name = %s".encode(), (problem, name)
-            )
+        try:
+            _record(cursor, sets_table, name, claim_set, origin)
+        except psycopg.errors.InsufficientPrivilege:
+            if origin == "automatic":
+                return None  # a role that may not even list a set: claims go on unindexed
+            raise
+        try:
+            outcome = build_concurrently(cursor, name, create, timeout=timeout, restore=restore)
+        except psycopg.Error as exc:  # a declared build: listed as failed, and raised
+            with contextlib.suppress(psycopg.Error):
+                _record_problem(cursor, sets_table, name, f"the build failed: {exc}".strip())
+            raise
+        problem = _PROBLEMS.get(outcome)
+        if problem is not None:
+            _record_problem(cursor, sets_table, name, problem.format(timeout=timeout))
         return _load_one(cursor, sets_table, name) if outcome == "ready" else None
+
+
+#: Why an automatic build gave up for good, as the catalog lists it ("busy" is tried again).
+_PROBLEMS = {
+    "too slow": (
+        "the automatic build took longer than {timeout:g} s; declare the set "
+        "with ensure_claim_index(), which waits for the build"
+    ),
+    "not allowed": (
+        "the store's role may not build indexes (PostgreSQL lets only the table's owner "
+        "create one); declare the set with ensure_claim_index() as the owner"
+    ),
+}
+
+
+def _record_problem(cursor: psycopg.Cursor[Any], sets_table: str, name: str, problem: str) -> None:
+    cursor.execute(
+        f"UPDATE {sets_table} SET problem = %s WHERE name = %s".encode(), (problem, name)
+    )
 
 
 #: Whether some session holds the build lock (a bigint advisory lock shows in
@@ -120,7 +145,11 @@ def create_index(
 
 @contextlib.contextmanager
 def build_lock(cursor: psycopg.Cursor[Any], *, wait: bool) -> Iterator[bool]:
-    """The cross-process index-build lock: yields whether it is held (without ``wait``, maybe not)."""
+    """The cross-process index-build lock: yields whether it is held (without ``wait``, maybe not).
+
+    Drops take it too: a ``DROP INDEX CONCURRENTLY`` of a set being built
+    deadlocks with the build (each waits for the other's transaction).
+    """
     while not cursor.execute("SELECT pg_try_advisory_lock(%s)", (BUILD_LOCK_ID,)).fetchone()[0]:  # type: ignore[index]
         if not wait:
             yield False
@@ -132,6 +161,15 @@ def build_lock(cursor: psycopg.Cursor[Any], *, wait: bool) -> Iterator[bool]:
         cursor.execute("SELECT pg_advisory_unlock(%s)", (BUILD_LOCK_ID,))
 
 
+Outcome = Literal["ready", "busy", "too slow", "not allowed"]
+#: What an automatic build's failure means; any other error is raised.
+_AUTOMATIC_OUTCOMES: dict[type[psycopg.Error], Outcome] = {
+    psycopg.errors.QueryCanceled: "too slow",  # past the build's statement_timeout
+    psycopg.errors.LockNotAvailable: "busy",  # past AUTOMATIC_LOCK_WAIT
+    psycopg.errors.InsufficientPrivilege: "not allowed",  # only the table's owner may
+}
+
+
 def build_concurrently(
     cursor: psycopg.Cursor[Any],
     name: str,
@@ -139,13 +177,18 @@ def build_concurrently(
     *,
     timeout: float | None,
     restore: tuple[str, str],
-) -> Literal["ready", "busy", "too slow"]:
+) -> Outcome:
     """Build one index ``CONCURRENTLY`` (under the build lock), bounded when ``timeout`` is set.
 
     An invalid index left by an interrupted build is rebuilt. With a timeout,
     waits for other sessions' open transactions end after
-    ``AUTOMATIC_LOCK_WAIT`` ("busy": try again later) and the build itself
-    after ``timeout`` ("too slow"); the invalid index either leaves is dropped.
+    ``AUTOMATIC_LOCK_WAIT`` ("busy": try again later), the build itself after
+    ``timeout`` ("too slow"), and a role that does not own the table may not
+    build at all ("not allowed"). Without one (a declared set) the store's own
+    ``statement_timeout`` and ``lock_timeout`` are lifted for the build, which
+    waits however long it takes, and a failure is raised. Either way the
+    invalid index a failed build leaves is dropped: writers would go on
+    maintaining it and no claim could use it.
     """
     valid = cursor.execute(INDEX_VALID, (name,)).fetchone()
     if valid is not None and valid[0]:
@@ -154,34 +197,50 @@ def build_concurrently(
     if valid is not None:  # an interrupted build left an invalid index
         cursor.execute(drop_it.encode())
     if timeout is None:
-        cursor.execute(create.encode())
-        return "ready"
-    _set_timeouts(cursor, f"{int(timeout * 1000)}ms", AUTOMATIC_LOCK_WAIT)
+        _set_timeouts(cursor, "0", "0")
+    else:
+        _set_timeouts(cursor, f"{int(timeout * 1000)}ms", AUTOMATIC_LOCK_WAIT)
     try:
         cursor.execute(create.encode())
         return "ready"
-    except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
-        with contextlib.suppress(psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable):
+    except psycopg.Error as exc:
+        with contextlib.suppress(psycopg.Error):
             cursor.execute(drop_it.encode())
-        return "too slow" if isinstance(exc, psycopg.errors.QueryCanceled) else "busy"
+        outcome = None if timeout is None else _AUTOMATIC_OUTCOMES.get(type(exc))
+        if outcome is None:
+            raise
+        return outcome
     finally:
         _set_timeouts(cursor, *restore)
 
 
 def drop(cursor: psycopg.Cursor[Any], storage_table: str, name: str) -> bool:
+    """Drop a set's index, then its catalog row (a failed drop leaves it listed).
+
+    Under the build lock, so it waits for a build in progress instead of
+    deadlocking with it, and a build never finds its set gone.
+    """
     sets_table = schema.sets_table(storage_table)
-    known = cursor.execute(
-        f"DELETE FROM {sets_table} WHERE name = %s RETURNING 1".encode(), (name,)
-    ).fetchone()
-    exists = cursor.execute(INDEX_VALID, (name,)).fetchone()
-    if known is None and exists is None:
-        return False
-    if not name.startswith(f"{storage_table}_set_"):
-        return known is not None  # never drop an index that is not a set's
-    cursor.execute(
-        f"DROP INDEX CONCURRENTLY IF EXISTS {sql.Identifier(name).as_string(None)}".encode()
-    )
-    return True
+    with build_lock(cursor, wait=True):
+        known = cursor.execute(
+            f"SELECT 1 FROM {sets_table} WHERE name = %s".encode(), (name,)
+        ).fetchone()
+        exists = cursor.execute(INDEX_VALID, (name,)).fetchone()
+        if known is None and exists is None:
+            return False
+        if exists is not None and is_set_index(storage_table, name):
+            cursor.execute(
+                f"DROP INDEX CONCURRENTLY IF EXISTS {sql.Identifier(name).as_string(None)}".encode()
+            )
+        elif known is None:
+            return False  # never drop an index that is not one of this store's sets
+        cursor.execute(f"DELETE FROM {sets_table} WHERE name = %s".encode(), (name,))
+        return True
+
+
+def is_set_index(storage_table: str, name: str) -> bool:
+    """Whether ``name`` is a set index of this storage table, not of one whose name extends it."""
+    return re.fullmatch(re.escape(storage_table) + r"_set_[0-9a-f]{10}", name) is not None
 
 
 def _may_add_automatic(

@@ -99,6 +99,11 @@ class PostgresConnection:
             if functions_missing:
                 connection.execute(schema.FUNCTIONS_DDL.encode())
             if first_layout:
+                # The rewrite of a large table outlasts any primitive's statement_timeout,
+                # and cancelled, it would be tried again, and cancelled, on every first use.
+                # (Its lock waits stay bounded by lock_timeout; processes waiting for it
+                # wait under their own timeouts, as for the schema's creation.)
+                connection.execute("SELECT set_config('statement_timeout', '0', true)")
                 self._convert_to_table_ids(connection)
         if missing_tables:
             self._schema_created()

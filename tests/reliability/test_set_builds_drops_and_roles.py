@@ -1,0 +1,184 @@
+"""Claimable-set builds on PostgreSQL against what a deployment does around them: a
+drop of the set while it is being built, the store's own statement and lock timeouts,
+and roles that may write the table but do not own it (PostgreSQL lets only the owner
+create an index).
+
+Each competitor is its own process with its own connection; an open write
+transaction holds the ``CREATE INDEX CONCURRENTLY`` in its waits, so the overlap is
+certain rather than a matter of timing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from airflow_atomic_store import AtomicStore
+from devkit.postgres_server import PostgresServer
+from devkit.processes import run_in_processes
+from tests.reliability import workers
+from tests.support.physical import PHYSICAL_TABLE
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.parametrize("backend", ["postgres"], indirect=True),
+]
+
+PENDING = workers.PENDING
+
+
+def _queue_with_history(url: str) -> None:
+    """One pending row (``job-0``) over 20,000 done ones."""
+    with AtomicStore(url, auto_claim_sets=False) as store:
+        store.put("jobs", "job-0", {"status": "pending"})
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            f"INSERT INTO {PHYSICAL_TABLE} (table_id, key, value) SELECT "
+            f"(SELECT id FROM {PHYSICAL_TABLE}_tables WHERE name = 'jobs'), 'done-' || i, "
+            """'{"status": "done"}' FROM generate_series(1, 20000) AS i""".encode()
+        )
+
+
+def _set_indexes(url: str) -> list[tuple[str, bool]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT c.relname, i.indisvalid FROM pg_index AS i JOIN pg_class AS c "
+            "ON c.oid = i.indexrelid WHERE c.relname LIKE %s ORDER BY 1",
+            (f"{PHYSICAL_TABLE}\\_set\\_%",),
+        ).fetchall()
+
+
+def _race(barrier: Any, role: str, url: str, how: str) -> Any:
+    if role == "writer":
+        return workers.hold_a_write_open(barrier, url, "job-0", 1.5)
+    if role == "builder":
+        return workers.build_set_by(barrier, url, how, {})
+    return workers.drop_set_while_building(barrier, url)
+
+
+@pytest.mark.parametrize("how", ["declare", "claim"])
+def test_a_set_dropped_while_it_is_built_waits_for_the_build_then_goes(
+    store_url: str, how: str
+) -> None:
+    """The drop used to deadlock with the build, or leave the builder without its set."""
+    _queue_with_history(store_url)
+    _, built, dropped = run_in_processes(
+        _race,
+        [("writer", store_url, how), ("builder", store_url, how), ("dropper", store_url, how)],
+        timeout=120,
+    )
+    assert "error" not in built, built
+    expected = ["job-0"] if how == "claim" else built["outcome"]
+    assert built["outcome"] == expected
+    assert dropped == {"state": "building", "dropped": True}
+    assert _set_indexes(store_url) == []
+    with AtomicStore(store_url, auto_claim_sets=False) as store:
+        assert store.claim_sets("jobs") == []
+        left = [row["key"] for row in store.query("jobs", where=PENDING)]
+    assert left == ([] if how == "claim" else ["job-0"])  # claimed once, or not at all
+
+
+def _declare_behind_a_writer(barrier: Any, role: str, url: str) -> Any:
+    if role == "writer":
+        return workers.hold_a_write_open(barrier, url, "job-0", 2.0)
+    options = {"statement_timeout": 0.5, "lock_timeout": 0.5, "auto_claim_sets": False}
+    return workers.build_set_by(barrier, url, "declare", options)
+
+
+def test_a_declared_build_waits_past_the_stores_own_timeouts(store_url: str) -> None:
+    """``ensure_claim_index`` waits for its build however long it takes; the store's
+    timeouts bound its primitives. It used to be cancelled after them, leaving an
+    invalid index that writers kept maintaining."""
+    _queue_with_history(store_url)
+    _, declared = run_in_processes(
+        _declare_behind_a_writer, [("writer", store_url), ("declare", store_url)], timeout=120
+    )
+    assert "error" not in declared, declared
+    assert declared["seconds"] > 1.0  # it did wait for the writer
+    assert _set_indexes(store_url) == [(declared["outcome"], True)]
+    with AtomicStore(store_url, statement_timeout=0.5) as store:
+        (listed,) = store.claim_sets("jobs")
+        assert (listed["state"], listed["problem"]) == ("ready", None)
+        assert store.count("jobs", where=PENDING) == 1
+    assert declared["settings"] == ["500ms", "500ms"]  # its session's timeouts came back
+
+
+# -- roles that do not own the table -------------------------------------------------------
+
+_roles = itertools.count(1)
+
+
+@pytest.fixture
+def other_role(postgres_server: PostgresServer, store_url: str) -> Iterator[Any]:
+    """``grant(privileges)`` -> the URL of a new login role granted them on the store's
+    tables (the owner's schema as its search path); dropped afterwards."""
+    owner = store_url.split("//", 1)[1].split("@", 1)[0]
+    made: list[str] = []
+
+    def grant(privileges: str) -> str:
+        role = f"worker_{os.getpid()}_{next(_roles)}"
+        postgres_server.execute(
+            f'CREATE ROLE "{role}" LOGIN; ALTER ROLE "{role}" SET search_path = "{owner}"; '
+            f'GRANT USAGE ON SCHEMA "{owner}" TO "{role}"; '
+            f'GRANT {privileges} ON ALL TABLES IN SCHEMA "{owner}" TO "{role}"; '
+            f'GRANT USAGE ON ALL SEQUENCES IN SCHEMA "{owner}" TO "{role}"',
+            dbname=postgres_server.dbname,
+        )
+        made.append(role)
+        return store_url.replace(f"//{owner}@", f"//{role}@", 1)
+
+    yield grant
+    for role in made:
+        postgres_server.execute(
+            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'"
+        )
+        postgres_server.execute(
+            f'DROP OWNED BY "{role}"; DROP ROLE "{role}"', dbname=postgres_server.dbname
+        )
+
+
+def _as_writer(barrier: Any, url: str) -> dict[str, Any]:
+    with AtomicStore(url) as store:
+        first = [row["key"] for row in store.atomic_claim("jobs", where=PENDING)["claimed"]]
+        second = [row["key"] for row in store.atomic_claim("jobs", where=PENDING)["claimed"]]
+        return {"first": first, "second": second, "sets": store.claim_sets("jobs")}
+
+
+def test_a_role_that_may_write_but_not_own_claims_unindexed_and_says_why(
+    store_url: str, other_role: Any
+) -> None:
+    """Its first claim on a new filter used to fail: the automatic build is not allowed."""
+    with AtomicStore(store_url, auto_claim_sets=False) as store:
+        for number in range(3):
+            store.put("jobs", f"job-{number}", {"status": "pending"})
+    url = other_role("SELECT, INSERT, UPDATE, DELETE")
+    (seen,) = run_in_processes(_as_writer, [(url,)], timeout=60)
+    assert seen["first"] == ["job-0", "job-1", "job-2"]
+    assert seen["second"] == []
+    (listed,) = seen["sets"]
+    assert listed["state"] == "failed"
+    assert "may not build indexes" in listed["problem"]
+    assert _set_indexes(store_url) == []  # nothing half-built left behind
+
+
+def _as_reader(barrier: Any, url: str) -> dict[str, Any]:
+    with AtomicStore(url) as store:
+        by_record = store.query("jobs", where=PENDING, order_by="recordTimestamp")
+        return {"keys": [row["key"] for row in by_record]}
+
+
+def test_a_read_only_role_orders_by_record_timestamp_without_the_index(
+    store_url: str, other_role: Any
+) -> None:
+    """The ``record_timestamp`` index is built when something first orders by it; a
+    role that may not build it used to get an error instead of its rows."""
+    with AtomicStore(store_url) as store:
+        for number in range(3):
+            store.put("jobs", f"job-{number}", {"status": "pending"})
+    (seen,) = run_in_processes(_as_reader, [(other_role("SELECT"),)], timeout=60)
+    assert seen == {"keys": ["job-0", "job-1", "job-2"]}
