@@ -153,6 +153,26 @@ def test_a_conversion_that_cannot_finish_leaves_the_first_layout_as_it_was(store
         assert store.get("counters", "runs") == {"n": 5}
 
 
+def test_a_failed_set_gets_no_index_from_the_conversion(store_url: str) -> None:
+    """A set the store gave up on had no index; writers would maintain a rebuilt one
+    that no claim chooses (the set stays failed)."""
+    make_first_layout(store_url)
+    given_up = parse_claim_set(
+        "queue", workers.stale_before("2025-01-01T00:00:00Z")[:1], "all", "createdAt"
+    )
+    with psycopg.connect(store_url, autocommit=True) as conn:
+        conn.execute(
+            f"INSERT INTO {schema.sets_table(PHYSICAL_TABLE)} (name, table_name, spec, origin, "
+            "problem) VALUES (%s, 'queue', %s, 'automatic', 'the automatic build took longer')".encode(),
+            (given_up.index_name(PHYSICAL_TABLE), Jsonb(given_up.to_json())),
+        )
+    with AtomicStore(store_url) as store:
+        states = {s["name"]: s["state"] for s in store.claim_sets("queue")}
+    assert states[given_up.index_name(PHYSICAL_TABLE)] == "failed"
+    assert given_up.index_name(PHYSICAL_TABLE) not in index_definitions(store_url)
+    assert sorted(states.values()) == ["failed", "ready"]  # the declared set's index is back
+
+
 def test_reads_of_a_table_nothing_wrote_to_add_nothing_to_the_tables_catalog(
     store_url: str,
 ) -> None:

@@ -298,13 +298,15 @@ def _set_timeouts(cursor: psycopg.Cursor[Any], statement: str, lock: str) -> Non
 def rebuild_indexes(
     cursor: psycopg.Cursor[Any], storage_table: str, where: WhereCompiler, ids: dict[str, int]
 ) -> None:
-    """Build every listed set's index again, inside the caller's transaction.
+    """Build every listed set's index again (failed ones stay without), in the caller's transaction.
 
     The conversion to table ids (``connection.py``) dropped them with the name
     column; it holds the table's exclusive lock already, so a plain build costs
     writers nothing more. ``ids``: the catalog's ids by name.
     """
     for stored in load(cursor, schema.sets_table(storage_table), None):
+        if stored.state == "failed":
+            continue  # it had no index; one now would be maintained but never chosen
         claim_set = stored.claim_set
         condition = predicate(where, claim_set, ids[claim_set.table])
         cursor.execute(
