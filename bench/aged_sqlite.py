@@ -6,8 +6,8 @@ timed from the first claim to the empty one. Variants: the store as the recipe
 calls it (its first claim declares the claimable set over the loaded history,
 inside the timing), the same on a queue whose history grew under the recipe
 (``grown``: its first claim, on the empty queue, declared the set before the
-rows were loaded), the store with the set declared beforehand, and ``sqlite3`` with a hand-made
-partial index named by ``INDEXED BY`` (:mod:`bench.handwritten`), once keeping
+rows were loaded), the store with the set declared beforehand, and
+``sqlite3`` with a hand-made partial index named by ``INDEXED BY`` (:mod:`bench.handwritten`), once keeping
 the JSON text it gets back and once decoding it (``sql-decoded``), as a caller
 of the store gets values, and as psycopg decodes ``jsonb`` for the PostgreSQL
 hand-written claim. Each drain is timed by the wall clock and by the process's
