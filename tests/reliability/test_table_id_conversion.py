@@ -207,3 +207,30 @@ def test_a_conversion_longer_than_the_stores_statement_timeout_still_finishes(
     )
     assert counted == 40
     assert "table_id" in columns(store_url)
+
+
+def test_rows_whose_tables_catalog_is_gone_are_refused_not_renumbered(store_url: str) -> None:
+    """A new catalog would give ids out again from 1: ``b``'s rows would read as ``a``'s."""
+    with AtomicStore(store_url) as store:
+        store.put("first", "k", {"of": "first"})
+        store.put("second", "k", {"of": "second"})
+    with psycopg.connect(store_url, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE {PHYSICAL_TABLE}_tables")
+    missing = f"{PHYSICAL_TABLE}_tables .* is missing"
+    with AtomicStore(store_url) as store, pytest.raises(AtomicStoreError, match=missing):
+        store.put("second", "other", {})
+    with psycopg.connect(store_url) as conn:
+        assert conn.execute(f"SELECT count(*) FROM {PHYSICAL_TABLE}").fetchone() == (2,)
+        missing = conn.execute("SELECT to_regclass(%s)", (f"{PHYSICAL_TABLE}_tables",)).fetchone()
+        assert missing == (None,)  # nothing was created
+
+
+def test_an_empty_rows_table_whose_tables_catalog_is_gone_gets_a_new_one(store_url: str) -> None:
+    with AtomicStore(store_url) as store:
+        store.put("first", "k", {"of": "first"})
+        store.delete("first", "k")
+    with psycopg.connect(store_url, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE {PHYSICAL_TABLE}_tables")
+    with AtomicStore(store_url) as store:
+        store.put("second", "k", {"of": "second"})
+        assert store.get("second", "k") == {"of": "second"}

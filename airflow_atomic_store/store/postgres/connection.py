@@ -12,7 +12,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import tuple_row
 
-from airflow_atomic_store.exceptions import MutationError
+from airflow_atomic_store.exceptions import AtomicStoreError, MutationError
 from airflow_atomic_store.store.compiler import WhereCompiler
 from airflow_atomic_store.store.postgres import claim_sets, schema
 from airflow_atomic_store.store.postgres.errors import translate
@@ -93,6 +93,10 @@ class PostgresConnection:
             missing_tables, functions_missing, first_layout = self._schema_missing(
                 connection, list(tables)
             )
+            if schema.tables_catalog_name(self._table_name) in missing_tables and not (
+                first_layout or self._table_name in missing_tables
+            ):
+                self._refuse_rows_without_catalog(connection)
             for name in tables:  # in order: the tables catalog, then the rows table
                 if name in missing_tables:
                     connection.execute(tables[name])
@@ -107,6 +111,23 @@ class PostgresConnection:
                 self._convert_to_table_ids(connection)
         if missing_tables:
             self._schema_created()
+
+    def _refuse_rows_without_catalog(self, connection: psycopg.Connection[Any]) -> None:
+        """Rows keyed by table ids whose catalog is gone (dropped, or left out of a restore).
+
+        A new, empty catalog would hand the ids out again from 1, so one logical
+        table's rows would be read under another's name. Only an empty rows table
+        gets a new catalog.
+        """
+        table = sql.Identifier(self._table_name).as_string(None)
+        holds_rows = connection.execute(f"SELECT EXISTS (SELECT FROM {table})".encode()).fetchone()
+        if holds_rows is None or holds_rows[0]:
+            raise AtomicStoreError(
+                f"PostgreSQL store error: {self._table_name} holds rows keyed by table ids, "
+                f"but its catalog {schema.tables_catalog_name(self._table_name)} (which "
+                "logical table each id is) is missing: restore it with the rows from the "
+                "same backup; the store will not guess the names and has changed nothing"
+            )
 
     def _convert_to_table_ids(self, connection: psycopg.Connection[Any]) -> None:
         """Key the rows by table id (``upgrade_table_id.sql``), the sets' indexes rebuilt.

@@ -78,7 +78,9 @@ def schema_tables(table_name: str) -> dict[str, bytes]:
     receipts) and its DDL, in the order they are created."""
     receipts = f"{table_name}_receipts"
     return {
-        f"{table_name}_tables": TABLES_DDL.format(tables=tables_catalog(table_name)).encode(),
+        tables_catalog_name(table_name): TABLES_DDL.format(
+            tables=tables_catalog(table_name)
+        ).encode(),
         table_name: table_ddl(table_name),
         f"{table_name}_claim_sets": SETS_DDL.format(sets=sets_table(table_name)).encode(),
         receipts: RECEIPTS_DDL.format(
@@ -98,9 +100,14 @@ def record_index(table_name: str) -> tuple[str, bytes]:
     return name, ddl.encode()
 
 
+def tables_catalog_name(table_name: str) -> str:
+    """The name of the catalog of a rows table's logical tables and their ids."""
+    return f"{table_name}_tables"
+
+
 def tables_catalog(table_name: str) -> str:
     """The quoted name of the catalog of logical tables that belongs to a rows table."""
-    return sql.Identifier(f"{table_name}_tables").as_string(None)
+    return sql.Identifier(tables_catalog_name(table_name)).as_string(None)
 
 
 def sets_table(table_name: str) -> str:
