@@ -48,7 +48,8 @@ def _set_indexes(url: str) -> list[tuple[str, bool]]:
     with psycopg.connect(url) as conn:
         return conn.execute(
             "SELECT c.relname, i.indisvalid FROM pg_index AS i JOIN pg_class AS c "
-            "ON c.oid = i.indexrelid WHERE c.relname LIKE %s ORDER BY 1",
+            "ON c.oid = i.indexrelid WHERE c.relname LIKE %s AND pg_table_is_visible(c.oid) "
+            "ORDER BY 1",  # this store's schema only: other tests' stores have sets too
             (f"{PHYSICAL_TABLE}\\_set\\_%",),
         ).fetchall()
 

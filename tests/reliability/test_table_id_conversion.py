@@ -99,7 +99,7 @@ def index_definitions(url: str) -> dict[str, Any]:
     with psycopg.connect(url) as conn:
         return dict(
             conn.execute(
-                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s",
+                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND schemaname = current_schema()",
                 (PHYSICAL_TABLE,),
             ).fetchall()
         )
