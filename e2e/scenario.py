@@ -227,14 +227,20 @@ def drain(driver: Driver, store: AtomicStore) -> None:
             last_report = now
 
         work_left = producing or statuses["pending"] > 0
-        if statuses["pending"] > 0:  # a dispatcher for an empty queue only takes a slot
-            for _ in range(DISPATCHER_BACKLOG - dispatchers_open):
-                driver.trigger(DISPATCHER, "dispatch", {"batch_size": BATCH_SIZE})
-        if progress.victim is None and (statuses["done"] >= VICTIM_AFTER_DONE or not work_left):
+        victim_after = min(VICTIM_AFTER_DONE, driver.options.items // 10)
+        if progress.victim is None and (statuses["done"] >= victim_after or not work_left):
             progress.victim = driver.trigger(DISPATCHER, "victim", VICTIM_CONF)
             say(f"triggered {progress.victim}: a slow batch, to be killed mid-batch")
         if progress.victim is not None and progress.kill is None:
             progress.kill = kill_mid_batch(driver, store, progress.victim)
+            if progress.kill is None:
+                progress.victim = victim_still_to_kill(driver, progress.victim, statuses)
+        # No new dispatchers while the victim waits for its batch: under Celery the ones
+        # triggered before it could drain the queue first, and it then claimed nothing.
+        victim_waiting = progress.victim is not None and progress.kill is None
+        if statuses["pending"] > 0 and not victim_waiting:  # an empty queue's only takes a slot
+            for _ in range(DISPATCHER_BACKLOG - dispatchers_open):
+                driver.trigger(DISPATCHER, "dispatch", {"batch_size": BATCH_SIZE})
         browse = driver.options.browser and not progress.browser
         if progress.kill is not None and browse and not producing:
             progress.browser = check_page_in_browser(driver, store, progress.kill)
@@ -275,6 +281,24 @@ def claimed_keys(api: AirflowApi, dag_id: str, run_id: str) -> list[str] | None:
     if not isinstance(result, dict):
         return None
     return [row["key"] for row in result["claimed"]]
+
+
+def victim_still_to_kill(driver: Driver, victim: str, statuses: Counter[str]) -> str | None:
+    """``victim``, or None (trigger another) when it ended before it could be killed.
+
+    It claims nothing when other dispatchers emptied the queue before it started; a
+    queue with nothing pending left for another victim ends the e2e at once.
+    """
+    state = driver.states(DISPATCHER).get(victim)
+    if state not in TERMINAL_RUN_STATES:
+        return victim
+    if statuses["pending"] == 0:
+        raise RuntimeError(
+            f"{victim} ended ({state}) before a task of it could be killed mid-batch, and "
+            "no item is left pending for another"
+        )
+    driver.say(f"{victim} ended ({state}) before it could be killed; triggering another")
+    return None
 
 
 def kill_mid_batch(driver: Driver, store: AtomicStore, victim: str) -> Kill | None:
