@@ -98,9 +98,8 @@ def load_queue(
     drop_claim_indexes(url)
     with connect(url) as conn:
         conn.execute("TRUNCATE atomic_store_rows")
-    if grown:
-        claim_on_new_queue(url)
-    with connect(url) as conn:
+        if grown:
+            claim_on_new_queue(url)  # autocommit: the claim sees the empty table
         table_id = pg_table_id(conn, QUEUE)
         conn.execute(_INSERT, {"table": table_id, "rows": rows, "done": rows - pending})
         if hand_index:

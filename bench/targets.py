@@ -113,12 +113,13 @@ def _aged(aged: dict[str, Any]) -> list[Check]:
     if samples:
         queue = target_median(samples, "pgmq")
         over = f"median of {len(samples)} drains: " if len(samples) > 1 else ""
+        measured = drains_in(samples)
         for name, label, bar in (
             ("recipe", "the recipe's claim with nothing prepared", 1.0),
             ("grown", "the recipe's claim, history grown under it", 1.0),
             ("declared", "the store with a declared set", 1.5),
         ):
-            if name not in drains_in(samples):
+            if name not in measured:
                 continue
             rate = target_median(samples, name)
             checks.append(

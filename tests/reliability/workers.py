@@ -373,10 +373,12 @@ def hold_a_write_open(barrier: Any, url: str, key: str, seconds: float) -> str:
     waits for it to end."""
     import psycopg
 
+    from tests.support.physical import PHYSICAL_TABLE
+
     with psycopg.connect(url) as conn:
-        conn.execute(
-            "UPDATE atomic_store_rows SET value = value WHERE key = %s", (key,)
-        )  # the transaction now holds the table
+        conn.execute(  # the transaction now holds the table
+            f"UPDATE {PHYSICAL_TABLE} SET value = value WHERE key = %s".encode(), (key,)
+        )
         barrier.wait(timeout=60)
         time.sleep(seconds)
         conn.commit()
