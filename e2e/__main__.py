@@ -113,6 +113,12 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the UI page check in headless Chromium",
     )
     parser.add_argument(
+        "--screenshot",
+        type=Path,
+        help="save the page's screenshot here (default: atomic-store-page.png in --root; "
+        "docs/img/atomic-store-page.png refreshes the docs' image)",
+    )
+    parser.add_argument(
         "--no-events",
         action="store_true",
         help="skip the event-driven dispatcher's phase (its idle window, floor and latency)",
@@ -183,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                 browser=not args.no_browser,
                 events=not args.no_events,
                 idle_seconds=args.idle_seconds,
+                screenshot=args.screenshot.resolve() if args.screenshot else None,
             )
             if args.items is not None:
                 options = dataclasses.replace(options, items=args.items)

@@ -17,7 +17,10 @@ show. It checks what the user sees against the store:
   threshold nothing is stale (the whole run is shorter);
 * a filter the spec layer refuses is shown as a message, with status 400.
 
-It saves a screenshot of the queue page for ``docs/observing.md``.
+It saves a screenshot of the queue page in the run's working directory, or where
+``--screenshot`` says: ``make e2e E2E_ARGS="--screenshot docs/img/atomic-store-page.png"``
+refreshes the one ``docs/observing.md`` shows (a plain run leaves the checkout as
+it found it).
 """
 
 from __future__ import annotations
@@ -39,7 +42,6 @@ from e2e import checks
 __all__ = ["PageFigures", "check_queue_page", "figures_between"]
 
 PROJECT = Path(__file__).resolve().parent.parent
-SCREENSHOT = PROJECT / "docs" / "img" / "atomic-store-page.png"
 CONN_ID = "atomic_store_default"  # the deployment's store connection (an environment variable)
 WAIT_SECONDS = 90.0  # one page on a busy 2-core machine
 WINDOW = (1280, 1000)
@@ -221,6 +223,11 @@ def _claim_age(store: AtomicStore, table: str, key: str) -> float:
     return (datetime.now(timezone.utc) - claimed).total_seconds()
 
 
+def _shown(path: Path) -> str:
+    """The path as the summary prints it: relative to the project where it is inside it."""
+    return str(path.relative_to(PROJECT)) if path.is_relative_to(PROJECT) else str(path)
+
+
 def check_queue_page(
     *,
     base_url: str,
@@ -232,6 +239,7 @@ def check_queue_page(
     claimed_by: str,
     work_dir: Path,
     say: Callable[[str], None],
+    screenshot: Path | None = None,
     conn_id: str = CONN_ID,
 ) -> dict[str, str]:
     """Sign in, read the queue page and check it (see the module docstring); the summary line."""
@@ -254,8 +262,9 @@ def check_queue_page(
                 f"with a {threshold} s threshold the page lists stale claims {shown.stale}, "
                 f"not {stale_key} claimed by {claimed_by}"
             )
-        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-        session.save_screenshot(str(SCREENSHOT))
+        screenshot = screenshot or work_dir / "atomic-store-page.png"
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        session.save_screenshot(str(screenshot))
 
         page.apply_threshold(3600)
         if page.text("stale-count") != "0" or not page.has("no-stale"):
@@ -277,6 +286,6 @@ def check_queue_page(
             f"/ {shown.done} done (store {before['pending']}/{before['in_flight']}/"
             f"{before['done']} before, {after['pending']}/{after['in_flight']}/{after['done']} "
             f"after); {stale_key} flagged stale at a {threshold} s threshold, nothing at 1 h; "
-            f"a bad filter refused; screenshot {SCREENSHOT.relative_to(PROJECT)} ({seconds:.0f}s)"
+            f"a bad filter refused; screenshot {_shown(screenshot)} ({seconds:.0f}s)"
         )
     }

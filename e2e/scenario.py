@@ -38,6 +38,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -91,6 +92,7 @@ class Options:
     browser: bool = True  # the UI page checked in headless Chromium
     events: bool = True  # the event-driven dispatcher's phase (e2e/event_dispatch.py)
     idle_seconds: float = 0.0  # its queue idle at least this long (default: the main drain's time)
+    screenshot: Path | None = None  # the page's screenshot (default: in the deployment's root)
 
 
 @dataclass
@@ -354,6 +356,7 @@ def check_page_in_browser(driver: Driver, store: AtomicStore, kill: Kill) -> dic
         claimed_by=f"{DISPATCHER}/{kill.run_id}",
         work_dir=deployment.root,
         say=driver.say,
+        screenshot=driver.options.screenshot,
     )
 
 
