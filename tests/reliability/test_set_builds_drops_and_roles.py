@@ -143,6 +143,12 @@ def other_role(postgres_server: PostgresServer, store_url: str) -> Iterator[Any]
         )
 
 
+def _owner_errors(server: PostgresServer) -> int:
+    """The server log's "must be owner" errors: what a refused ``CREATE INDEX`` leaves
+    (this file's tests run one after another on their xdist worker's own server)."""
+    return server.log_path.read_text(errors="replace").count("must be owner of")
+
+
 def _as_writer(barrier: Any, url: str) -> dict[str, Any]:
     with AtomicStore(url) as store:
         first = [row["key"] for row in store.atomic_claim("jobs", where=PENDING)["claimed"]]
@@ -151,20 +157,42 @@ def _as_writer(barrier: Any, url: str) -> dict[str, Any]:
 
 
 def test_a_role_that_may_write_but_not_own_claims_unindexed_and_says_why(
-    store_url: str, other_role: Any
+    store_url: str, other_role: Any, postgres_server: PostgresServer
 ) -> None:
-    """Its first claim on a new filter used to fail: the automatic build is not allowed."""
+    """Its first claim on a new filter used to fail: the automatic build is not allowed.
+    The store asks before it builds, so the refusal leaves no error in the server log."""
     with AtomicStore(store_url, auto_claim_sets=False) as store:
         for number in range(3):
             store.put("jobs", f"job-{number}", {"status": "pending"})
     url = other_role("SELECT, INSERT, UPDATE, DELETE")
+    errors_before = _owner_errors(postgres_server)
     (seen,) = run_in_processes(_as_writer, [(url,)], timeout=60)
+    assert _owner_errors(postgres_server) == errors_before
     assert seen["first"] == ["job-0", "job-1", "job-2"]
     assert seen["second"] == []
     (listed,) = seen["sets"]
     assert listed["state"] == "failed"
     assert "may not build indexes" in listed["problem"]
     assert _set_indexes(store_url) == []  # nothing half-built left behind
+
+
+def test_a_member_of_the_owning_role_builds_the_set(
+    store_url: str, other_role: Any, postgres_server: PostgresServer
+) -> None:
+    """PostgreSQL lets members of the table's owner role build indexes: asking first
+    must not turn them away."""
+    with AtomicStore(store_url, auto_claim_sets=False) as store:
+        for number in range(3):
+            store.put("jobs", f"job-{number}", {"status": "pending"})
+    url = other_role("SELECT, INSERT, UPDATE, DELETE")
+    member = url.split("//", 1)[1].split("@", 1)[0]
+    owner = store_url.split("//", 1)[1].split("@", 1)[0]
+    postgres_server.execute(f'GRANT "{owner}" TO "{member}"', dbname=postgres_server.dbname)
+    (seen,) = run_in_processes(_as_writer, [(url,)], timeout=60)
+    assert seen["first"] == ["job-0", "job-1", "job-2"]
+    (listed,) = seen["sets"]
+    assert (listed["state"], listed["problem"]) == ("ready", None)
+    assert [valid for _, valid in _set_indexes(store_url)] == [True]
 
 
 def _as_reader(barrier: Any, url: str) -> dict[str, Any]:
@@ -174,12 +202,15 @@ def _as_reader(barrier: Any, url: str) -> dict[str, Any]:
 
 
 def test_a_read_only_role_orders_by_record_timestamp_without_the_index(
-    store_url: str, other_role: Any
+    store_url: str, other_role: Any, postgres_server: PostgresServer
 ) -> None:
     """The ``record_timestamp`` index is built when something first orders by it; a
-    role that may not build it used to get an error instead of its rows."""
+    role that may not build it used to get an error instead of its rows, and then a
+    refused ``CREATE INDEX`` in the server log from every process."""
     with AtomicStore(store_url) as store:
         for number in range(3):
             store.put("jobs", f"job-{number}", {"status": "pending"})
+    errors_before = _owner_errors(postgres_server)
     (seen,) = run_in_processes(_as_reader, [(other_role("SELECT"),)], timeout=60)
     assert seen == {"keys": ["job-0", "job-1", "job-2"]}
+    assert _owner_errors(postgres_server) == errors_before

@@ -123,7 +123,12 @@ class PostgresBackend(PostgresConnection):
             if not held:
                 return False
             outcome = claim_sets.build_concurrently(
-                cur, name, create.decode(), timeout=timeout, restore=self._configured_timeouts()
+                cur,
+                self._table_name,
+                name,
+                create.decode(),
+                timeout=timeout,
+                restore=self._configured_timeouts(),
             )
         return outcome == "ready"
 

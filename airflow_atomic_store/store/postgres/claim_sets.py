@@ -32,6 +32,13 @@ BUILD_LOCK_ID = schema.SCHEMA_LOCK_ID + 1
 AUTOMATIC_LOCK_WAIT = "2s"
 
 INDEX_VALID = schema.sql_file("index_valid.sql")
+#: Whether this session may build an index on the table: only its owner (or a member
+#: of the owning role, or a superuser) may. Asked first, so an automatic build that is
+#: not allowed leaves no "must be owner" error in the server's log for every process.
+_MAY_BUILD = (
+    "SELECT pg_has_role(c.relowner, 'USAGE') FROM pg_class AS c "
+    "WHERE c.relname = %s AND c.relkind IN ('r', 'p') AND pg_table_is_visible(c.oid)"
+)
 
 _LOAD = (
     "SELECT s.name, s.spec, s.origin, s.problem, i.indisvalid "
@@ -79,7 +86,9 @@ def build(
                 return None  # a role that may not even list a set: claims go on unindexed
             raise
         try:
-            outcome = build_concurrently(cursor, name, create, timeout=timeout, restore=restore)
+            outcome = build_concurrently(
+                cursor, storage_table, name, create, timeout=timeout, restore=restore
+            )
         except psycopg.Error as exc:  # a declared build: listed as failed, and raised
             with contextlib.suppress(psycopg.Error):
                 _record_problem(cursor, sets_table, name, f"the build failed: {exc}".strip())
@@ -170,8 +179,15 @@ _AUTOMATIC_OUTCOMES: dict[type[psycopg.Error], Outcome] = {
 }
 
 
+def may_build_index(cursor: psycopg.Cursor[Any], table: str) -> bool:
+    """Whether ``CREATE INDEX`` on the (visible) table is allowed to this session's role."""
+    row = cursor.execute(_MAY_BUILD, (table,)).fetchone()
+    return row is None or bool(row[0])  # a missing table: let the build say what is wrong
+
+
 def build_concurrently(
     cursor: psycopg.Cursor[Any],
+    table: str,
     name: str,
     create: str,
     *,
@@ -193,6 +209,8 @@ def build_concurrently(
     valid = cursor.execute(INDEX_VALID, (name,)).fetchone()
     if valid is not None and valid[0]:
         return "ready"
+    if timeout is not None and not may_build_index(cursor, table):
+        return "not allowed"
     drop_it = f"DROP INDEX CONCURRENTLY IF EXISTS {sql.Identifier(name).as_string(None)}"
     if valid is not None:  # an interrupted build left an invalid index
         cursor.execute(drop_it.encode())
