@@ -14,6 +14,7 @@ from airflow_atomic_store.spec.claim_sets import (
 from airflow_atomic_store.store.compiler import WhereCompiler
 from airflow_atomic_store.store.postgres.where import (
     PostgresWhere,
+    literal,
     substitute_positional,
 )
 from airflow_atomic_store.store.postgres.where import (
@@ -95,6 +96,13 @@ def test_postgres_literals_replace_placeholders_but_not_doubled_percents():
     statement = "a = %s AND b LIKE '50%%s' AND c = %s"
     assert postgres_literals(statement, ["x%", 2]) == "a = 'x%%' AND b LIKE '50%%s' AND c = 2"
     assert substitute_positional(statement) == "a = $1 AND b LIKE '50%s' AND c = $2"
+
+
+def test_remembered_postgres_literals_keep_each_values_type():
+    """Integers and strings are remembered; ``True == 1`` must not share a literal."""
+    first = [literal(value) for value in (1, True, 1.0, "1", 1, True)]
+    assert first == ["1", "true", "1.0", "'1'", "1", "true"]
+    assert literal("50%") == "'50%%'" == literal("50%")
 
 
 def test_sqlite_literals_skip_question_marks_inside_quoted_text():

@@ -27,12 +27,13 @@ def literal(value: Any) -> str:
     """A value (a path segment, a set's constant) as an SQL literal quoted by psycopg.
 
     ``%`` is doubled because the statement later goes through psycopg's
-    placeholder parser, which does not know about string literals. Strings
-    (path segments, a set's constants: every claim through a set writes them) are
-    remembered: quoting without a connection depends on the text alone.
+    placeholder parser, which does not know about string literals. Strings and
+    integers (path segments, a set's constants, the table id: every claim through a
+    set writes them) are remembered, by type as well as value: quoting without a
+    connection depends on the value alone (a microsecond a claim saved).
     """
-    if type(value) is str:
-        return _string_literal(value)
+    if type(value) in _REMEMBERED:
+        return _remembered_literal(value)
     return _quoted(value)
 
 
@@ -40,7 +41,8 @@ def _quoted(value: Any) -> str:
     return sql.Literal(value).as_string(None).replace("%", "%%")
 
 
-_string_literal = lru_cache(maxsize=1024)(_quoted)
+_REMEMBERED = (str, int)  # exact types: a bool is an int, and True == 1
+_remembered_literal = lru_cache(maxsize=1024, typed=True)(_quoted)
 
 
 def jsonpath_literal(segments: tuple[Segment, ...]) -> str:
