@@ -8,6 +8,7 @@ come from different statements, and only the snapshot keeps them in step.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from airflow_atomic_store import AtomicStore
@@ -15,6 +16,17 @@ from airflow_atomic_store.inspection import StoreInspector
 
 PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
 DONE = [{"field": "status", "operation": "set", "value": "done"}]
+#: The inspector says here that it saw rows in flight. The worker holds its first batch
+#: until then: a worker that drains the whole queue within one time slice of a busy
+#: machine left the inspector seeing only "all pending" and "all done".
+SIGNALS, SEEN_IN_FLIGHT = "inspection_signals", "in-flight seen"
+SIGNAL_WAIT_SECONDS = 60.0
+
+
+def _wait_for_the_inspector(store: AtomicStore) -> None:
+    deadline = time.monotonic() + SIGNAL_WAIT_SECONDS
+    while store.get(SIGNALS, SEEN_IN_FLIGHT) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def work_the_queue(barrier: Any, url: str, table: str, batch: int) -> int:
@@ -27,6 +39,8 @@ def work_the_queue(barrier: Any, url: str, table: str, batch: int) -> int:
             claimed = store.atomic_claim(table, where=PENDING, limit=batch)["claimed"]
             if not claimed:
                 return finished
+            if finished == 0:
+                _wait_for_the_inspector(store)
             for row in claimed:
                 store.atomic_update(table, row["key"], mutations=DONE)
                 finished += 1
@@ -43,6 +57,8 @@ def inspect_until_done(barrier: Any, url: str, table: str, total: int) -> dict[s
             stats = inspector.stats(table, in_flight_limit=total)
             calls += 1
             counts = stats.status_counts
+            if stats.in_flight_count and not in_flight_seen:
+                store.put(SIGNALS, SEEN_IN_FLIGHT, {"calls": calls})
             in_flight_seen = max(in_flight_seen, stats.in_flight_count)
             if (
                 sum(counts.values()) != total
