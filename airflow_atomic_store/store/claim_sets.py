@@ -128,8 +128,9 @@ class SetStorage(Protocol):
 
     def drop_claim_set(self, name: str) -> bool: ...
 
-    def build_in_progress(self) -> bool:
-        """Whether some process is building an index of this database's stores now."""
+    def build_in_progress(self, name: str | None = None) -> bool:
+        """Whether some process is building an index of this database's stores now;
+        with ``name``, whether one is building that set's index."""
         ...
 
     def ensure_record_index(self, *, timeout: float) -> bool:
@@ -222,7 +223,11 @@ class ClaimSetCatalog:
         known = self._stored(table, candidate.identity)
         if known is not None and known.state == "failed":
             return None  # given up on: declare it to build it without a time limit
-        if known is not None and known.state == "building" and self._storage.build_in_progress():
+        if (
+            known is not None
+            and known.state == "building"
+            and self._storage.build_in_progress(known.name)
+        ):
             return self._await_build(table, candidate.identity, conditions, match, column)
         # Not known, or "building" with no build running: a build that died (its invalid
         # index is rebuilt) or one that stood aside. Build it here.
@@ -264,9 +269,11 @@ class ClaimSetCatalog:
         the build itself: ``CREATE INDEX CONCURRENTLY`` waits for every transaction
         older than each of its phases, and on a long history each such claim is one.
         Waiting holds no lock and no snapshot. It ends when the set is ready or
-        failed, when no build runs any more, when the set is still not listed after
-        ``UNLISTED_BUILD_SECONDS`` (the build running is another set's), or at the
-        bound; the claim then runs through the set if it is ready, unindexed if not.
+        failed, when nobody builds it any more (a set left "building" by a build
+        that died is not waited for while another set is built), when the set is
+        still not listed after ``UNLISTED_BUILD_SECONDS`` (the build running is
+        another set's), or at the bound; the claim then runs through the set if it
+        is ready, unindexed if not.
         A claim that lost the build lock can look before the winner has listed the
         set: it waits for it rather than claiming unindexed meanwhile.
         """
@@ -279,7 +286,9 @@ class ClaimSetCatalog:
             now = time.monotonic()
             if known is None and now >= started + UNLISTED_BUILD_SECONDS:
                 break
-            if now >= deadline or not self._storage.build_in_progress():
+            # Listed: is its build running? Not yet listed: is any build running?
+            building = self._storage.build_in_progress(None if known is None else known.name)
+            if now >= deadline or not building:
                 break
             time.sleep(min(build_poll_pause(now - started), deadline - now))
             self._reload(table, time.monotonic())

@@ -351,7 +351,7 @@ def _build_slowly_or_claim(barrier: Any, url: str, role: str) -> Any:
         )
         with psycopg.connect(url, autocommit=True) as builder:
             cursor = builder.cursor()
-            with claim_sets.build_lock(cursor, wait=True):
+            with claim_sets.build_lock(cursor, wait=True), claim_sets.set_build_lock(cursor, name):
                 claim_sets._record(
                     cursor, schema.sets_table(PHYSICAL_TABLE), name, claim_set, "automatic"
                 )
@@ -387,3 +387,29 @@ def test_another_sessions_build_lock_shows_as_a_build_in_progress(store, store_u
         assert backend.build_in_progress() is True
         other.execute("SELECT pg_advisory_unlock(%s)", (BUILD_LOCK_ID,))
     assert backend.build_in_progress() is False
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_sets_build_lock_shows_only_that_sets_build_in_progress(store, store_url):
+    """A claim waiting for its set asks about that set: a set left "building" by a
+    build that died is not waited for while another set's build holds the build lock."""
+    import psycopg
+
+    from airflow_atomic_store.store.postgres.claim_sets import set_build_lock
+
+    backend = store._backend
+    name = "atomic_store_rows_set_0123456789"
+    with psycopg.connect(store_url, autocommit=True) as other:
+        with set_build_lock(other.cursor(), name):
+            assert backend.build_in_progress(name) is True
+            assert backend.build_in_progress("atomic_store_rows_set_9876543210") is False
+        assert backend.build_in_progress(name) is False
+        # hashtext() of some names is negative: its oid form must still match.
+        negative = next(
+            candidate
+            for candidate in (f"atomic_store_rows_set_{n:010x}" for n in range(100))
+            if other.execute("SELECT hashtext(%s) < 0", (candidate,)).fetchone()[0]
+        )
+        with set_build_lock(other.cursor(), negative):
+            assert backend.build_in_progress(negative) is True

@@ -37,6 +37,9 @@ class Catalog:
     winner_pending: bool = False  # another process took the build lock, records its set next
     #: Another process holds the build lock and lists its set only after this many polls.
     unlisted_polls: int = 0
+    #: Another process holds the build lock for good, building another table's set.
+    other_set_building: bool = False
+    progress_polls: int = 0
 
     def load_claim_sets(self, table: str | None) -> list[StoredSet]:
         return [s for s in self.sets.values() if table is None or s.claim_set.table == table]
@@ -54,7 +57,10 @@ class Catalog:
         self.sets[built.name] = built
         return built
 
-    def build_in_progress(self) -> bool:
+    def build_in_progress(self, name: str | None = None) -> bool:
+        self.progress_polls += 1
+        if self.other_set_building and name is None:
+            return True
         if self.unlisted_polls > 0:
             self.unlisted_polls -= 1
             if self.unlisted_polls == 0:  # the winner lists the set, then builds it
@@ -140,6 +146,17 @@ def test_a_set_left_building_by_a_build_that_died_is_built_again() -> None:
     chosen = _chosen(catalog)
     assert chosen is not None
     assert catalog.builds_here == 1
+
+
+def test_a_set_left_building_by_a_dead_build_is_not_waited_for_while_another_is_built() -> None:
+    """Another set's build holds the build lock for its whole (long) build: a claim
+    whose set a died build left "building" used to wait up to the bound for it."""
+    catalog = Catalog(other_set_building=True, lock_held_elsewhere=True)
+    catalog.record_building_elsewhere(polls=0)  # listed as building; nobody builds it
+    catalog.lock_held_elsewhere = True  # ... and the build lock is another set's
+    assert _chosen(catalog) is None  # not built here (the lock is taken): unindexed
+    assert catalog.builds_here == 0
+    assert catalog.progress_polls <= 2  # it asked about its own set and went on
 
 
 def test_the_wait_for_another_build_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

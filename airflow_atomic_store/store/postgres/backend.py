@@ -112,9 +112,9 @@ class PostgresBackend(PostgresConnection):
                 restore=self._configured_timeouts(),
             )
 
-    def build_in_progress(self) -> bool:
+    def build_in_progress(self, name: str | None = None) -> bool:
         with self._cursor() as cur:
-            return claim_sets.build_in_progress(cur)
+            return claim_sets.build_in_progress(cur, name)
 
     def ensure_record_index(self, *, timeout: float) -> bool:
         """The ``record_timestamp`` index, built the first time something orders by it."""

@@ -75,28 +75,29 @@ def build(
     with build_lock(cursor, wait=timeout is None) as held:
         if not held:
             return None  # another process is building: the catalog waits for it (bounded)
-        if origin == "automatic" and not _may_add_automatic(
-            cursor, sets_table, claim_set, name, automatic_limit
-        ):
-            return None
-        try:
-            _record(cursor, sets_table, name, claim_set, origin)
-        except psycopg.errors.InsufficientPrivilege:
-            if origin == "automatic":
-                return None  # a role that may not even list a set: claims go on unindexed
-            raise
-        try:
-            outcome = build_concurrently(
-                cursor, storage_table, name, create, timeout=timeout, restore=restore
-            )
-        except psycopg.Error as exc:  # a declared build: listed as failed, and raised
-            with contextlib.suppress(psycopg.Error):
-                _record_problem(cursor, sets_table, name, f"the build failed: {exc}".strip())
-            raise
-        problem = _PROBLEMS.get(outcome)
-        if problem is not None:
-            _record_problem(cursor, sets_table, name, problem.format(timeout=timeout))
-        return _load_one(cursor, sets_table, name) if outcome == "ready" else None
+        with set_build_lock(cursor, name):
+            if origin == "automatic" and not _may_add_automatic(
+                cursor, sets_table, claim_set, name, automatic_limit
+            ):
+                return None
+            try:
+                _record(cursor, sets_table, name, claim_set, origin)
+            except psycopg.errors.InsufficientPrivilege:
+                if origin == "automatic":
+                    return None  # a role that may not even list a set: claims go on unindexed
+                raise
+            try:
+                outcome = build_concurrently(
+                    cursor, storage_table, name, create, timeout=timeout, restore=restore
+                )
+            except psycopg.Error as exc:  # a declared build: listed as failed, and raised
+                with contextlib.suppress(psycopg.Error):
+                    _record_problem(cursor, sets_table, name, f"the build failed: {exc}".strip())
+                raise
+            problem = _PROBLEMS.get(outcome)
+            if problem is not None:
+                _record_problem(cursor, sets_table, name, problem.format(timeout=timeout))
+            return _load_one(cursor, sets_table, name) if outcome == "ready" else None
 
 
 #: Why an automatic build gave up for good, as the catalog lists it ("busy" is tried again).
@@ -119,17 +120,30 @@ def _record_problem(cursor: psycopg.Cursor[Any], sets_table: str, name: str, pro
 
 
 #: Whether some session holds the build lock (a bigint advisory lock shows in
-#: ``pg_locks`` as its high and low 32 bits). Read, not tried: a ``pg_try_`` probe
-#: would hold the lock for an instant and make a real builder stand aside.
+#: ``pg_locks`` as its high and low 32 bits, ``objsubid`` 1), or one set's build lock
+#: (two ``int4`` keys show as ``classid`` and ``objid``, ``objsubid`` 2). Read, not
+#: tried: a ``pg_try_`` probe would hold the lock for an instant and make a real
+#: builder stand aside.
 _BUILDING = (
     "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND granted "
     "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-    "AND classid = %s AND objid = %s AND objsubid = 1)"
+    "AND classid = %s::int4::oid AND objid = {objid} AND objsubid = %s)"
 )
+_ANY_BUILD = _BUILDING.format(objid="%s::int8::oid")
+_SET_BUILD = _BUILDING.format(objid="hashtext(%s)::oid")
+#: The first key of a set's build lock (the second is ``hashtext`` of its index name):
+#: held by the builder, under the build lock, from listing the set until its build
+#: ends, so a claim waiting for "its" set can tell that build from another set's.
+SET_BUILD_LOCK_CLASS = (BUILD_LOCK_ID & 0x7FFFFFFF) | 1
 
 
-def build_in_progress(cursor: psycopg.Cursor[Any]) -> bool:
-    row = cursor.execute(_BUILDING, (BUILD_LOCK_ID >> 32, BUILD_LOCK_ID & 0xFFFFFFFF)).fetchone()
+def build_in_progress(cursor: psycopg.Cursor[Any], name: str | None = None) -> bool:
+    """Whether some session builds an index of this database's stores; with ``name``, that set's."""
+    if name is None:
+        args: tuple[Any, ...] = (BUILD_LOCK_ID >> 32, BUILD_LOCK_ID & 0xFFFFFFFF, 1)
+        row = cursor.execute(_ANY_BUILD, args).fetchone()
+    else:
+        row = cursor.execute(_SET_BUILD, (SET_BUILD_LOCK_CLASS, name, 2)).fetchone()
     return bool(row and row[0])
 
 
@@ -150,6 +164,16 @@ def create_index(
         f"{sql.Identifier(storage_table).as_string(None)} ({claim_set.column}, key) "
         f"WHERE {without_placeholders(predicate)}"
     )
+
+
+@contextlib.contextmanager
+def set_build_lock(cursor: psycopg.Cursor[Any], name: str) -> Iterator[None]:
+    """One set's build lock (see ``SET_BUILD_LOCK_CLASS``); only the build lock's holder takes it."""
+    cursor.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (SET_BUILD_LOCK_CLASS, name))
+    try:
+        yield
+    finally:
+        cursor.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (SET_BUILD_LOCK_CLASS, name))
 
 
 @contextlib.contextmanager

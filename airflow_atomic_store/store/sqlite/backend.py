@@ -106,7 +106,7 @@ class SqliteBackend(SqliteConnection):
             return None
         return next(s for s in self.load_claim_sets(claim_set.table) if s.name == name)
 
-    def build_in_progress(self) -> bool:
+    def build_in_progress(self, name: str | None = None) -> bool:
         """Never visible: a build is one write transaction, which other writers wait for."""
         return False
 
