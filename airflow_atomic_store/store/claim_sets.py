@@ -229,7 +229,7 @@ class ClaimSetCatalog:
             and self._storage.build_in_progress(known.name)
         ):
             return self._await_build(table, candidate.identity, conditions, match, column)
-        # Not known, or "building" with no build running: a build that died (its invalid
+        # Not known, or "building" with nobody building it: a build that died (its invalid
         # index is rebuilt) or one that stood aside. Build it here.
         built = self._storage.build_claim_set(
             candidate,
