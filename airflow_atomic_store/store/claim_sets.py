@@ -286,9 +286,10 @@ class ClaimSetCatalog:
             now = time.monotonic()
             if known is None and now >= started + UNLISTED_BUILD_SECONDS:
                 break
+            if now >= deadline:
+                break
             # Listed: is its build running? Not yet listed: is any build running?
-            building = self._storage.build_in_progress(None if known is None else known.name)
-            if now >= deadline or not building:
+            if not self._storage.build_in_progress(None if known is None else known.name):
                 break
             time.sleep(min(build_poll_pause(now - started), deadline - now))
             self._reload(table, time.monotonic())

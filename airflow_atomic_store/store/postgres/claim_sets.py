@@ -127,10 +127,10 @@ def _record_problem(cursor: psycopg.Cursor[Any], sets_table: str, name: str, pro
 _BUILDING = (
     "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND granted "
     "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-    "AND classid = %s::int4::oid AND objid = {objid} AND objsubid = %s)"
+    "AND classid = %s::int4::oid AND objid = {objid} AND objsubid = {objsubid})"
 )
-_ANY_BUILD = _BUILDING.format(objid="%s::int8::oid")
-_SET_BUILD = _BUILDING.format(objid="hashtext(%s)::oid")
+_ANY_BUILD = _BUILDING.format(objid="%s::int8::oid", objsubid=1)
+_SET_BUILD = _BUILDING.format(objid="hashtext(%s)::oid", objsubid=2)
 #: The first key of a set's build lock (the second is ``hashtext`` of its index name):
 #: held by the builder, under the build lock, from listing the set until its build
 #: ends, so a claim waiting for "its" set can tell that build from another set's.
@@ -140,10 +140,11 @@ SET_BUILD_LOCK_CLASS = (BUILD_LOCK_ID & 0x7FFFFFFF) | 1
 def build_in_progress(cursor: psycopg.Cursor[Any], name: str | None = None) -> bool:
     """Whether some session builds an index of this database's stores; with ``name``, that set's."""
     if name is None:
-        args: tuple[Any, ...] = (BUILD_LOCK_ID >> 32, BUILD_LOCK_ID & 0xFFFFFFFF, 1)
-        row = cursor.execute(_ANY_BUILD, args).fetchone()
+        row = cursor.execute(
+            _ANY_BUILD, (BUILD_LOCK_ID >> 32, BUILD_LOCK_ID & 0xFFFFFFFF)
+        ).fetchone()
     else:
-        row = cursor.execute(_SET_BUILD, (SET_BUILD_LOCK_CLASS, name, 2)).fetchone()
+        row = cursor.execute(_SET_BUILD, (SET_BUILD_LOCK_CLASS, name)).fetchone()
     return bool(row and row[0])
 
 
