@@ -54,6 +54,11 @@ class ClaimSet:
     column: OrderColumn
 
     @property
+    def disjunctive(self) -> bool:
+        """An ``any`` of two or more conditions: only the same ``any`` implies it."""
+        return self.match == "any" and len(self.conditions) > 1
+
+    @property
     def keys(self) -> frozenset[ConditionKey]:
         return frozenset(condition_key(c) for c in self.conditions)
 
@@ -142,7 +147,7 @@ def covered_conditions(
     keys = [condition_key(c) for c in conditions]
     wanted = claim_set.keys
     conjunctive = match == "all" or len(conditions) == 1
-    if claim_set.match == "all" or len(claim_set.conditions) == 1:
+    if not claim_set.disjunctive:
         if not conjunctive or not wanted <= set(keys):
             return None
     elif match != "any" or set(keys) != wanted:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from airflow_atomic_store.spec import Condition
@@ -97,10 +97,27 @@ def stored_set(
 
 @dataclass(frozen=True)
 class ChosenSet:
-    """The set a claim runs against: its index and which conditions become literals."""
+    """The set a claim runs against: its index and which conditions become literals.
+
+    ``predicate`` is a disjunctive set's conditions in its index predicate's
+    order. A claim through such a set is an ``any`` of the same conditions,
+    perhaps in another order or repeated, and SQLite proves an ``OR`` predicate
+    only from the same terms in the same order, so the claim writes the set's
+    conditions in place of its own: the same filter. The name decides the set,
+    so ``predicate`` takes no part in comparing (it holds unhashable values).
+    """
 
     name: str
     inline: frozenset[int]
+    predicate: tuple[Condition, ...] | None = field(default=None, compare=False)
+
+    def claim_filter(
+        self, conditions: Sequence[Condition]
+    ) -> tuple[Sequence[Condition], frozenset[int]]:
+        """The conditions a claim through this set writes, and which of them as literals."""
+        if self.predicate is None:
+            return conditions, self.inline
+        return self.predicate, frozenset(range(len(self.predicate)))
 
 
 class SetStorage(Protocol):
@@ -328,5 +345,7 @@ class ClaimSetCatalog:
                 continue
             rank = (len(inline), stored.claim_set.column == column)
             if best is None or rank > best[0]:
-                best = (rank, ChosenSet(stored.name, inline))
+                claim_set = stored.claim_set
+                predicate = claim_set.conditions if claim_set.disjunctive else None
+                best = (rank, ChosenSet(stored.name, inline, predicate))
         return None if best is None else best[1]

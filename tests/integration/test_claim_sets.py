@@ -83,6 +83,61 @@ def test_claims_agree_with_the_oracle_whether_or_not_a_set_covers_them(store_url
         assert [row["key"] for row in claimed["claimed"]] == expected
 
 
+RETRY = {"field": "status", "operator": "equals", "value": "retry"}
+#: One "any" filter written three ways: as declared, reversed, and with a repeat.
+_EITHER_ORDERS = {
+    "declared order": [PENDING[0], RETRY],
+    "reversed": [RETRY, PENDING[0]],
+    "repeated": [RETRY, PENDING[0], RETRY],
+}
+
+
+def _either_queue(store: AtomicStore) -> None:
+    """1,500 consumed rows, then pending and retry rows among more consumed ones."""
+    _aged_queue(store, done=1500, pending=0)
+    for number in range(1500, 1516):
+        status = ("done", "pending", "retry", "done")[number % 4]
+        store.put("queue", f"{number:05}", {"status": status, "n": number})
+
+
+#: The keys of :func:`_either_queue`'s pending and retry rows, in claim order.
+_EITHER = [f"{n:05}" for n in range(1500, 1516) if n % 4 in (1, 2)]
+
+
+@pytest.mark.parametrize("order", list(_EITHER_ORDERS))
+def test_an_any_set_serves_its_filter_in_every_order_of_its_conditions(store_url, order):
+    """SQLite proves an ``OR`` predicate only from the same terms in the same order;
+    a claim through the set writes the set's conditions, so every order is served."""
+    where = _EITHER_ORDERS[order]
+    with _manual(store_url) as store:
+        _either_queue(store)
+        name = store.ensure_claim_index(table="queue", where=[RETRY, PENDING[0]], match="any")
+        _analyze(store, store_url)
+        for limit in (1, 10):
+            assert name in store.explain_claim("queue", where=where, match="any", limit=limit)
+        assert name in store.explain_claim("queue", where=where, match="any", generic=True)
+        assert store.count("queue", where=where, match="any") == len(_EITHER) == 8
+        first = store.atomic_claim("queue", where=where, match="any", limit=3)["claimed"]
+        rest = store.atomic_claim("queue", where=where, match="any", limit=100)["claimed"]
+        assert [row["key"] for row in first + rest] == _EITHER
+
+
+def test_the_store_declares_an_any_set_and_claims_through_it_in_any_order(store):
+    _either_queue(store)
+    reversed_where = _EITHER_ORDERS["reversed"]
+    claimed = [
+        store.atomic_claim("queue", where=where, match="any", limit=2)["claimed"]
+        for where in (reversed_where, _EITHER_ORDERS["repeated"], reversed_where)
+    ]
+    (declared,) = store.claim_sets("queue")
+    assert declared["origin"] == "automatic" and declared["state"] == "ready"
+    assert declared["match"] == "any"
+    assert declared["name"] in store.explain_claim(
+        "queue", where=reversed_where, match="any", generic=True
+    )
+    assert [row["key"] for batch in claimed for row in batch] == _EITHER[:6]
+
+
 #: One row per JSON type, and strings shaped like the JSON text of a container.
 _STATUSES = {
     "pending": "pending",

@@ -12,6 +12,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from airflow_atomic_store.spec import ALIASES, MISSING, OPERATORS, parse_path, resolve
+from airflow_atomic_store.spec.claim_sets import DECLARABLE_OPERATORS
 from airflow_atomic_store.spec.values import INT_MAX, INT_MIN
 
 # A small key pool makes random paths hit real fields often; it includes the
@@ -356,3 +357,19 @@ top_level_sets = st.lists(
     min_size=1,
     max_size=4,
 )
+
+
+#: What a claimable set may compare with: scalars but floats (``spec/claim_sets.py``).
+set_literals = st.none() | st.booleans() | integers | texts
+
+
+@st.composite
+def set_conditions(draw: st.DrawFn) -> dict[str, Any]:
+    """A condition a claimable set can be declared with, on a top-level field."""
+    operator = draw(st.sampled_from(sorted(DECLARABLE_OPERATORS)))
+    condition: dict[str, Any] = {"field": draw(keys), "operator": operator}
+    if operator in ("in", "not_in"):
+        condition["value"] = draw(st.lists(set_literals, min_size=1, max_size=3))
+    elif OPERATORS[operator].takes_value:
+        condition["value"] = draw(set_literals)
+    return condition

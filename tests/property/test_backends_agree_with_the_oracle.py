@@ -22,6 +22,7 @@ from tests.property.strategies import (
     documents,
     edge_documents,
     mutation_lists,
+    set_conditions,
     top_level_sets,
     wheres,
 )
@@ -181,3 +182,39 @@ def test_atomic_claim_returns_and_stores_what_apply_gives_in_claim_order(
     for row, (_, value) in zip(result["claimed"], expected, strict=True):
         assert json_equal(row["value"], value)
         assert json_equal(module_store.get(table, row["key"]), value)
+
+
+@given(
+    data=st.data(),
+    match=st.sampled_from(["all", "any"]),
+    rows=st.lists(documents, min_size=1, max_size=6),
+)
+def test_claims_through_a_declared_set_agree_with_the_oracle_in_any_condition_order(
+    module_store, data, match, rows
+):
+    """The claim's conditions, shuffled and repeated, plus (for ``all``) narrower ones:
+    written through the set's index (SQLite names it), in claim order."""
+    declared = data.draw(st.lists(set_conditions(), min_size=1, max_size=3), label="set")
+    if match == "any" and len(declared) > 1:
+        where = data.draw(st.permutations(declared + declared[:1]), label="where")
+    else:
+        extra = data.draw(wheres(rows[0]), label="narrower")
+        where = data.draw(st.permutations(declared + extra), label="where")
+        match = "all"
+    table = fresh_table()
+    for index, document in enumerate(rows):
+        module_store.put(table, f"k{index}", document)
+    name = module_store.ensure_claim_index(table=table, where=declared, match=match)
+    try:
+        conditions = parse_where(where)
+        expected = [f"k{i}" for i, row in enumerate(rows) if evaluate(conditions, match, row)]
+        result = module_store.atomic_claim(
+            table,
+            where=where,
+            match=match,
+            mutations=[{"field": "claimed", "operation": "set", "value": True}],
+            limit=1000,
+        )
+        assert [row["key"] for row in result["claimed"]] == expected
+    finally:
+        module_store.drop_claim_set(name)

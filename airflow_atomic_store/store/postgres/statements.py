@@ -240,7 +240,8 @@ class StatementCompiler:
             where_sql, params = self.where.compile(where, match)
             statement = self.statement(kind, where_sql, ordering, apply, limit)
             return statement, [table_id, *params]
-        where_sql, params = self.where.compile(where, match, chosen.inline)
+        conditions, inline = chosen.claim_filter(where)
+        where_sql, params = self.where.compile(conditions, match, inline)
         table_filter = f"r.table_id = {literal(table_id)}"
         return self.statement(kind, where_sql, ordering, apply, limit, table_filter), params
 

@@ -178,7 +178,8 @@ class StatementCompiler:
             where_sql, params = self.where.compile(where, match)
             statement = self.statement(kind, where_sql, order_sql(ordering), mutation=mutation)
             return statement, [table, *params]
-        where_sql, params = self.where.compile(where, match, claim_set.inline)
+        conditions, inline = claim_set.claim_filter(where)
+        where_sql, params = self.where.compile(conditions, match, inline)
         statement = self.statement(
             kind,
             where_sql,
