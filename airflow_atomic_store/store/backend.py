@@ -82,6 +82,15 @@ def check_storage_table(name: str) -> str:
     return name
 
 
+def is_set_index(storage_table: str, name: str) -> bool:
+    """Whether ``name`` is a set index of this storage table, not of one whose name extends it.
+
+    A storage table may be named ``q_set_jobs``: a prefix test alone would let
+    a store on ``q`` drop that table's own indexes.
+    """
+    return re.fullmatch(re.escape(storage_table) + r"_set_[0-9a-f]{10}", name) is not None
+
+
 class Backend(SetStorage, Protocol):
     def put(self, table: str, key: str, value: dict[str, Any]) -> None: ...
 

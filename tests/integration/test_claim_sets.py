@@ -213,6 +213,23 @@ def test_declaring_is_idempotent_and_sets_can_be_listed_and_dropped(store_url):
         assert store.atomic_claim("queue", where=PENDING, limit=10)["count"] == 2
 
 
+def test_dropping_a_set_never_drops_an_index_of_a_storage_table_whose_name_extends_this_one(
+    store_url,
+):
+    """``q_set_jobs`` is a valid storage table; its indexes are not ``q``'s sets."""
+    with (
+        AtomicStore(store_url, storage_table="q") as store,
+        AtomicStore(store_url, storage_table="q_set_jobs") as other,
+    ):
+        store.put("t", "k", {})
+        other.put("t", "k", {})
+        before = index_names(store_url, "q_set_jobs")
+        assert before
+        for name in sorted(before):
+            assert store.drop_claim_set(name) is False
+        assert index_names(store_url, "q_set_jobs") == before
+
+
 def test_a_set_dropped_by_another_process_does_not_break_claims(store_url):
     with _manual(store_url) as store, _manual(store_url) as other:
         _aged_queue(store, done=10, pending=4)

@@ -30,6 +30,24 @@ def test_container_equality_guard_is_safe_on_an_unwrapped_boolean(store):
     )
 
 
+@pytest.mark.parametrize(
+    "condition",
+    [
+        {"field": "note", "operator": "equals", "value": [1]},
+        {"field": "note", "operator": "not_equals", "value": [1]},
+        {"field": "note", "operator": "in", "value": [[1], "x"]},
+        {"field": "note", "operator": "not_in", "value": [{"a": 1}]},
+    ],
+)
+@pytest.mark.parametrize("note", ["[draft", "{name}", "[1]"])
+def test_a_string_shaped_like_the_start_of_a_container_compares_as_a_string(store, condition, note):
+    # SQLite handed the unwrapped string to the deep-equality function before the
+    # json_type guard, and the function raised on text that is not JSON.
+    check_update_agrees(
+        store, {"note": note}, [condition], [{"field": "n", "operation": "set", "value": 1}]
+    )
+
+
 def test_incrementing_a_boolean_behind_a_passing_guard_is_a_mutation_error(store):
     store.put("t", "row", {"$1": False})
     with pytest.raises(MutationError):

@@ -35,7 +35,7 @@ texts = (
         st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
         max_size=6,
     )
-    | st.sampled_from(["", "a", "ab", "pending", "in_flight", "%s", "'", "é"])
+    | st.sampled_from(["", "a", "ab", "pending", "in_flight", "%s", "'", "é", "[a", "{b}", "[1]"])
     | timestamps
 )
 scalars = st.none() | st.booleans() | integers | floats | texts

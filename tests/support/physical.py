@@ -33,19 +33,19 @@ def give_all_rows_the_same_timestamps(url: str, table: str) -> None:
                 conn.execute(statement.encode(), (table, table))
 
 
-def index_names(url: str) -> set[str]:
-    """The indexes on the physical rows table, as the database's catalog lists them."""
+def index_names(url: str, table: str = PHYSICAL_TABLE) -> set[str]:
+    """The indexes on a physical rows table, as the database's catalog lists them."""
     if url.startswith("sqlite:///"):
         with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
             rows = conn.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?",
-                (PHYSICAL_TABLE,),
+                (table,),
             ).fetchall()
     else:
         import psycopg
 
         with psycopg.connect(url, autocommit=True) as conn:
             rows = conn.execute(
-                "SELECT indexname FROM pg_indexes WHERE tablename = %s", (PHYSICAL_TABLE,)
+                "SELECT indexname FROM pg_indexes WHERE tablename = %s", (table,)
             ).fetchall()
     return {name for (name,) in rows}

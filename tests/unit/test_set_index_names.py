@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from airflow_atomic_store.spec.claim_sets import parse_claim_set
-from airflow_atomic_store.store.postgres.claim_sets import is_set_index
+from airflow_atomic_store.store.backend import is_set_index
 
 PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
 

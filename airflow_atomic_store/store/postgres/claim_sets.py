@@ -10,7 +10,6 @@ with ``pg_try_`` (a blocking wait would hold a snapshot the build waits for).
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 from collections.abc import Iterator
 from typing import Any, Literal
@@ -19,6 +18,7 @@ import psycopg
 from psycopg import sql
 
 from airflow_atomic_store.spec.claim_sets import ClaimSet
+from airflow_atomic_store.store.backend import is_set_index
 from airflow_atomic_store.store.claim_sets import Origin, StoredSet, stored_set
 from airflow_atomic_store.store.compiler import WhereCompiler
 from airflow_atomic_store.store.postgres import schema
@@ -279,11 +279,6 @@ def drop(cursor: psycopg.Cursor[Any], storage_table: str, name: str) -> bool:
             return False  # never drop an index that is not one of this store's sets
         cursor.execute(f"DELETE FROM {sets_table} WHERE name = %s".encode(), (name,))
         return True
-
-
-def is_set_index(storage_table: str, name: str) -> bool:
-    """Whether ``name`` is a set index of this storage table, not of one whose name extends it."""
-    return re.fullmatch(re.escape(storage_table) + r"_set_[0-9a-f]{10}", name) is not None
 
 
 def _may_add_automatic(

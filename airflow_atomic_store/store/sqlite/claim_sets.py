@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 
 from airflow_atomic_store import timestamps
 from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.spec.values import dumps
+from airflow_atomic_store.store.backend import is_set_index
 from airflow_atomic_store.store.claim_sets import Origin, StoredSet, stored_set
 from airflow_atomic_store.store.sqlite.receipts import Statement
-
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def load(
@@ -63,7 +61,7 @@ def drop(
 ) -> bool:
     """Forget the set and drop its index (only a set index's name is ever dropped)."""
     known = connection.execute(statement("forget_set"), (name,)).rowcount > 0
-    if name.startswith(f"{storage_table}_set_") and _IDENTIFIER.fullmatch(name):
+    if is_set_index(storage_table, name):
         present = connection.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", (name,)
         ).fetchone()

@@ -78,14 +78,18 @@ def json_equal_sql(left: object, right: object) -> bool:
     """The ``atomic_store_json_equal`` SQL function: deep equality of JSON texts.
 
     SQLite may evaluate it before the ``json_type`` guard beside it, on a
-    scalar that ``json_extract`` already unwrapped; only texts of containers
-    can be equal here, so anything else is simply not equal.
+    scalar that ``json_extract`` already unwrapped (a string such as
+    ``[draft`` is not JSON); only texts of containers can be equal here, so
+    anything else is simply not equal, and the guard decides the rest.
     """
     if not isinstance(left, str) or not isinstance(right, str):
         return False
     if left[:1] not in ("{", "[") or right[:1] not in ("{", "["):
         return False
-    return json_equal(json.loads(left), json.loads(right))
+    try:
+        return json_equal(json.loads(left), json.loads(right))
+    except ValueError:
+        return False
 
 
 def register_functions(connection: sqlite3.Connection) -> None:
