@@ -21,6 +21,8 @@ Primitive = Literal["update", "claim", "upsert"]
 #: Long enough to outlive Airflow's retry windows many times over (retries with
 #: exponential back-off, a task cleared and re-run the next day).
 DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600.0
+#: A century: a receipt's expiry must stay a timestamp both databases and Python hold.
+MAX_RETENTION_SECONDS = 100 * 365 * 24 * 3600.0
 #: Expired receipts one purge removes, and how many keyed calls pass between purges.
 PURGE_BATCH = 500
 PURGE_EVERY = 100
@@ -53,8 +55,15 @@ def parse_idempotency_key(key: object) -> str:
 
 
 def parse_retention(seconds: object) -> float:
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+    """Checked up front: an infinite or huge retention used to fail every keyed call."""
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not 0 < seconds <= MAX_RETENTION_SECONDS
+    ):
         raise SpecError(
-            "receipt_retention", f"must be a positive number of seconds, got {seconds!r}"
+            "receipt_retention",
+            f"must be a positive number of seconds, at most {MAX_RETENTION_SECONDS:.0f} "
+            f"(a century), got {seconds!r}",
         )
     return float(seconds)

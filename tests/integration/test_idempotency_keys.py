@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from airflow_atomic_store import AtomicStore, IdempotencyKeyError, SpecError
+from airflow_atomic_store.store.receipts import MAX_RETENTION_SECONDS
 from devkit.processes import run_in_processes
 from tests.support.physical import give_all_rows_the_same_timestamps
 
@@ -172,10 +173,18 @@ def test_idempotency_keys_and_retention_are_validated_before_any_io(unreachable_
             with pytest.raises(SpecError) as raised:
                 store.atomic_update("c", "k", mutations=INCREMENT, idempotency_key=key)
             assert raised.value.field == "idempotency_key"
-    for retention in [0, -1, "7d", True]:
+    for retention in [0, -1, "7d", True, float("inf"), float("nan"), 1e12]:
         with pytest.raises(SpecError) as raised:
             AtomicStore(unreachable_url, receipt_retention=retention)
         assert raised.value.field == "receipt_retention"
+
+
+def test_the_longest_retention_still_records_and_replays(store_url):
+    """A century of retention is a timestamp both databases (and Python) can hold."""
+    with AtomicStore(store_url, receipt_retention=MAX_RETENTION_SECONDS) as keeping:
+        first = keeping.atomic_update("c", "k", mutations=INCREMENT, idempotency_key="long")
+        again = keeping.atomic_update("c", "k", mutations=INCREMENT, idempotency_key="long")
+    assert again["replayed"] is True and again["value"] == first["value"]
 
 
 def _race(barrier: Any, url: str, primitive: str) -> dict[str, Any]:
