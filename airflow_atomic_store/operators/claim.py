@@ -19,6 +19,8 @@ from airflow_atomic_store.templating import AtomicNamespace
 _DEFAULTS = store_defaults("atomic_claim")
 #: The longest ``wait_timeout``: 30 days.
 _WAIT_BOUNDS = (0.0, 30 * 86_400.0)
+#: A keyed wait lasts at most the receipt retention over this (``_longest_wait``).
+_RETENTION_SHARES = 3
 #: Airflow's own deferral timeout is the trigger's deadline plus this: it only
 #: fires when the triggerer could not deliver the trigger's timeout event.
 _DEFER_GRACE = timedelta(minutes=5)
@@ -91,6 +93,8 @@ class AtomicClaimOperator(BaseAtomicOperator):
     :param wait_timeout: with ``deferrable``, how long to wait (a ``timedelta`` or
         seconds; None waits for ever). When it passes, the task claims once more and
         returns what it got, usually the empty result (and short-circuits if asked).
+        With an idempotency key (the default) a wait lasts at most a third of the
+        store's ``receipt_retention`` (2 days 8 hours by default; see below).
     :param poll_interval: with ``deferrable``, seconds between the waiting trigger's
         counts (on PostgreSQL it also wakes at once on the store's writes).
 
@@ -99,7 +103,9 @@ class AtomicClaimOperator(BaseAtomicOperator):
     runs it. Each claim attempt that found nothing is recorded under its own round
     (``<key>``, ``<key>/wait-1``, ``<key>/wait-2``…); a retried task replays the rounds
     that found nothing without waiting again, and stops at the round that claimed
-    (replaying its batch) or at the first round not yet run (claiming live).
+    (replaying its batch) or at the first round not yet run (claiming live). So the
+    rounds' receipts must outlive the wait: a keyed wait ends, as if timed out, after a
+    third of the store's ``receipt_retention``, and a retry has the rest to replay.
     """
 
     primitive = "claim"
@@ -162,7 +168,7 @@ class AtomicClaimOperator(BaseAtomicOperator):
                 return result
             self._round += 1
             if not result.get("replayed"):  # a live claim found nothing: wait for rows
-                self._defer()
+                self._defer(self._longest_wait(hook, idempotency_key))
             # a replayed empty round: this task ran it before; go on to the next round
 
     def _claim(
@@ -183,11 +189,32 @@ class AtomicClaimOperator(BaseAtomicOperator):
 
     # -- deferral ---------------------------------------------------------------------------
 
-    def _defer(self) -> None:
+    def _longest_wait(self, hook: AtomicStoreHook, idempotency_key: str | None) -> float | None:
+        """``wait_timeout``; with an idempotency key, at most a third of the receipt retention.
+
+        A retry replays the rounds its task instance ran from their receipts, from
+        round 0 on. Were round 0's receipt to expire, a retry would claim live, a
+        second batch beside the one a later round claimed. A third leaves a retry
+        time to replay and wait once more, with room to spare.
+        """
+        if idempotency_key is None:
+            return self.wait_timeout
+        longest = hook.store.receipt_retention / _RETENTION_SHARES
+        if self.wait_timeout is not None and self.wait_timeout <= longest:
+            return self.wait_timeout
+        if self._deadline is None:
+            self.log.info(
+                "waiting at most %.0fs (a third of the store's receipt_retention) so that a "
+                "retry can replay this claim's rounds",
+                longest,
+            )
+        return longest
+
+    def _defer(self, wait: float | None) -> None:
         from airflow_atomic_store.triggers.claim_wait import ClaimWaitTrigger
 
-        if self._deadline is None and self.wait_timeout is not None:
-            self._deadline = timestamps.shifted(timedelta(seconds=self.wait_timeout))
+        if self._deadline is None and wait is not None:
+            self._deadline = timestamps.shifted(timedelta(seconds=wait))
         timeout = None
         if self._deadline is not None:
             remaining = timestamps.parse_timestamp(self._deadline) - timestamps.utc_now()

@@ -7,6 +7,8 @@ OS process while the task waits.
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -97,6 +99,38 @@ def test_a_deferrable_claim_that_waits_in_vain_returns_empty_and_short_circuits(
     assert result.state_of("process") == "skipped"
     with AtomicStore(store_url) as store:
         assert store.get("jobs", "done-1") == {"status": "done"}
+
+
+def _conn_with_extras(
+    monkeypatch: pytest.MonkeyPatch, conn_id: str, store_url: str, **extras: object
+) -> str:
+    """A connection to ``store_url`` in JSON form, so extras keep their types."""
+    from airflow.models.connection import Connection
+
+    parsed = Connection(conn_id=conn_id, uri=store_url)
+    fields = ("conn_type", "host", "port", "login", "password", "schema")
+    value = {name: getattr(parsed, name) for name in fields} | {"extra": extras}
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(value))
+    return conn_id
+
+
+def test_a_keyed_wait_ends_within_a_third_of_the_receipt_retention(
+    run_dag: RunDag, store_url: str, dag_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retry replays the rounds from round 0: its receipt must outlive the wait.
+
+    The store keeps receipts 3 s here: the wait ends after 1 s, not at its 40 s timeout.
+    """
+    conn_id = _conn_with_extras(monkeypatch, "short_receipts", store_url, receipt_retention=3)
+    with AtomicStore(store_url) as store:
+        store.put("jobs", "done-1", {"status": "done"})  # never matches the claim
+    with new_dag(dag_id) as dag:
+        _claim(conn_id, wait_timeout=40)
+    started = time.monotonic()
+    result = run_dag(dag)
+    assert result.state == "success"
+    assert result.xcom("claim")["count"] == 0
+    assert time.monotonic() - started < 30
 
 
 @pytest.mark.parametrize(
