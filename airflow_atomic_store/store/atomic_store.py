@@ -266,6 +266,11 @@ class AtomicStore(RowVerbs, QueueViews):
 
     # -- idempotency receipts ------------------------------------------------
 
+    @property
+    def receipt_retention(self) -> float:
+        """Seconds a receipt is kept: after that its idempotency key is new again."""
+        return self._receipt_retention
+
     def _receipt(
         self, idempotency_key: str | None, primitive: Primitive, table: str, target: str
     ) -> Receipt | None:
