@@ -64,3 +64,40 @@ def test_a_bad_notify_mode_is_named_as_such_on_every_backend(unreachable_url: st
         AtomicStore(unreachable_url, notify="sometimes")
     assert raised.value.field == "notify"
     assert "must be one of" in str(raised.value)
+
+
+#: Timeout values PostgreSQL cannot take, or would take as something else: they used to
+#: fail at the first call (a bare ValueError, an OverflowError, a server error).
+BAD_TIMEOUTS = [float("nan"), float("inf"), -1, 0, True, "5", 2_147_484, [5]]
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+@pytest.mark.parametrize("option", ["lock_timeout", "statement_timeout"])
+@pytest.mark.parametrize("value", BAD_TIMEOUTS, ids=repr)
+def test_a_bad_postgres_timeout_is_a_spec_error_naming_it_before_any_io(
+    unreachable_url: str, option: str, value: object
+) -> None:
+    """Through the URL and through a connection factory (the hook's way) alike."""
+
+    def connect() -> None:
+        raise AssertionError("connected before judging the options")
+
+    with pytest.raises(SpecError) as raised:
+        AtomicStore(unreachable_url, **{option: value})  # type: ignore[arg-type]
+    assert raised.value.field == option
+    assert "positive number of seconds" in str(raised.value)
+    with pytest.raises(SpecError) as raised:
+        AtomicStore.from_connection_factory("postgresql", connect, **{option: value})  # type: ignore[arg-type]
+    assert raised.value.field == option
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_sub_millisecond_postgres_timeout_rounds_up_to_one_millisecond(store_url: str) -> None:
+    """0 ms is no timeout at all to PostgreSQL: a tiny timeout used to become none."""
+    with AtomicStore(store_url, lock_timeout=0.0004, statement_timeout=2.0001) as store:
+        store.put("t", "k", {"n": 1})
+        with store._backend._cursor() as cursor:  # type: ignore[attr-defined]
+            shown = cursor.execute(
+                "SELECT current_setting('lock_timeout'), current_setting('statement_timeout')"
+            ).fetchone()
+    assert shown == ("1ms", "2s")

@@ -14,6 +14,7 @@ not blocked (WAL).
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import threading
 import time
@@ -198,6 +199,44 @@ def test_a_statement_timeout_alone_also_bounds_a_lock_wait(
                 waiting.atomic_update("t", "locked", mutations=BUMP)
             assert time.monotonic() - started < TIMEOUT + SLACK
         assert waiting.atomic_update("t", "locked", mutations=BUMP)["value"]["n"] == 1
+
+
+class _Interrupted(Exception):
+    """What Airflow's ``execution_timeout`` raises, from its ``SIGALRM`` handler."""
+
+
+@contextmanager
+def interrupted_after(seconds: float) -> Iterator[None]:
+    """Raise ``_Interrupted`` from a signal handler after ``seconds`` (in the main thread)."""
+
+    def on_alarm(*_: object) -> None:
+        raise _Interrupted
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_statement_interrupted_by_a_python_exception_leaves_the_store_usable(
+    backend: str, store_url: str, seeded: AtomicStore
+) -> None:
+    """The interruption used to leave the store's one connection mid-statement: every
+    later call in the process failed with "another command is already in progress".
+    The interrupted write is cancelled too, not left to apply once the lock is free."""
+    with (
+        lock_held(backend, store_url, "t", "locked"),
+        pytest.raises(_Interrupted),
+        interrupted_after(TIMEOUT),
+    ):
+        seeded.atomic_update("t", "locked", mutations=BUMP)
+    assert seeded.get("t", "locked") == {"status": "pending", "n": 0}
+    assert seeded.atomic_update("t", "locked", mutations=BUMP)["value"]["n"] == 1
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -107,6 +109,94 @@ def test_a_declared_build_waits_past_the_stores_own_timeouts(store_url: str) -> 
         assert (listed["state"], listed["problem"]) == ("ready", None)
         assert store.count("jobs", where=PENDING) == 1
     assert declared["settings"] == ["500ms", "500ms"]  # its session's timeouts came back
+
+
+# -- the session's own timeouts, and a build that gave up --------------------------------
+
+
+def _session_timeouts(store: AtomicStore) -> list[str]:
+    with store._backend._cursor() as cursor:  # type: ignore[attr-defined]
+        row = cursor.execute(
+            "SELECT current_setting('statement_timeout'), current_setting('lock_timeout')"
+        ).fetchone()
+    return list(row)
+
+
+@pytest.mark.parametrize("how", ["declare", "claim"])
+def test_a_build_gives_the_session_back_the_timeouts_its_role_set(
+    store_url: str, postgres_server: PostgresServer, how: str
+) -> None:
+    """A store given no timeouts runs under those ``ALTER ROLE … SET`` (or the database,
+    or ``options=-c``) gave its session; after a build they used to be 0 (none)."""
+    role = store_url.split("//", 1)[1].split("@", 1)[0]
+    postgres_server.execute(
+        f"ALTER ROLE \"{role}\" SET statement_timeout = '3s'; "
+        f"ALTER ROLE \"{role}\" SET lock_timeout = '2s'"
+    )
+    with AtomicStore(store_url) as store:
+        store.put("jobs", "job-0", {"status": "pending"})
+        assert _session_timeouts(store) == ["3s", "2s"]
+        if how == "declare":
+            store.ensure_claim_index(table="jobs", where=PENDING)
+        else:
+            assert store.atomic_claim("jobs", where=PENDING)["count"] == 1
+        (listed,) = store.claim_sets("jobs")
+        assert listed["state"] == "ready"
+        assert _session_timeouts(store) == ["3s", "2s"]
+
+
+def _claim_in_a_thread(url: str, options: dict[str, Any], wait: float) -> dict[str, Any]:
+    """A claim of one pending row by a store of its own; {} if it still waits after ``wait`` s."""
+    result: dict[str, Any] = {}
+
+    def claim() -> None:
+        started = time.monotonic()
+        try:
+            with AtomicStore(url, **options) as store:
+                claimed = store.atomic_claim("jobs", where=PENDING, limit=1)["claimed"]
+                result["keys"] = [row["key"] for row in claimed]
+        except Exception as exc:
+            result["error"] = repr(exc)
+        result["seconds"] = time.monotonic() - started
+
+    thread = threading.Thread(target=claim, daemon=True)
+    thread.start()
+    thread.join(wait)
+    return dict(result) if not thread.is_alive() else {}
+
+
+@pytest.mark.parametrize("lock_timeout", [None, 1.0], ids=["no-store-timeout", "lock_timeout"])
+def test_a_claim_that_finds_an_earlier_builds_invalid_index_stands_aside_behind_a_writer(
+    store_url: str, lock_timeout: float | None
+) -> None:
+    """An automatic build that stood aside behind an open writer transaction can leave an
+    invalid index. The next claim's drop of it waited for that transaction without limit,
+    holding the build lock; with a store ``lock_timeout`` it failed the claim, and the set
+    for good. It is now bounded as the build is: "busy", and tried again later."""
+    with AtomicStore(store_url, auto_claim_sets=False) as store:
+        for number in range(3):
+            store.put("jobs", f"job-{number}", {"status": "pending"})
+        store.put("other", "x", {"n": 0})
+    options = {} if lock_timeout is None else {"lock_timeout": lock_timeout}
+    with psycopg.connect(store_url) as writer:
+        writer.execute(  # the transaction now holds the table
+            f"UPDATE {PHYSICAL_TABLE} SET value = value WHERE key = 'x'".encode()
+        )
+        first = _claim_in_a_thread(store_url, options, wait=60)
+        assert first.get("keys") == ["job-0"], first
+        ((name, valid),) = _set_indexes(store_url)
+        assert not valid  # the build gave up, and could not drop what it left either
+        second = _claim_in_a_thread(store_url, options, wait=15)
+        writer.rollback()
+    assert second.get("keys") == ["job-1"], second or "still waiting after 15 s"
+    assert second["seconds"] < 10
+    with AtomicStore(store_url) as store:
+        (listed,) = store.claim_sets("jobs")
+        assert (listed["state"], listed["problem"]) == ("building", None)  # not failed
+        assert store.atomic_claim("jobs", where=PENDING)["count"] == 1  # the writer is gone
+        (listed,) = store.claim_sets("jobs")
+        assert (listed["state"], listed["problem"]) == ("ready", None)
+    assert _set_indexes(store_url) == [(name, True)]
 
 
 # -- roles that do not own the table -------------------------------------------------------

@@ -109,7 +109,6 @@ class PostgresBackend(PostgresConnection):
                 origin=origin,
                 timeout=timeout,
                 automatic_limit=automatic_limit,
-                restore=self._configured_timeouts(),
             )
 
     def build_in_progress(self, name: str | None = None) -> bool:
@@ -123,12 +122,7 @@ class PostgresBackend(PostgresConnection):
             if not held:
                 return False
             outcome = claim_sets.build_concurrently(
-                cur,
-                self._table_name,
-                name,
-                create.decode(),
-                timeout=timeout,
-                restore=self._configured_timeouts(),
+                cur, self._table_name, name, create.decode(), timeout=timeout
             )
         return outcome == "ready"
 

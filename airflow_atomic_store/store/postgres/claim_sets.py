@@ -21,7 +21,7 @@ from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.store.backend import is_set_index
 from airflow_atomic_store.store.claim_sets import Origin, StoredSet, stored_set
 from airflow_atomic_store.store.compiler import WhereCompiler
-from airflow_atomic_store.store.postgres import schema
+from airflow_atomic_store.store.postgres import schema, session
 from airflow_atomic_store.store.postgres.where import literal, without_placeholders
 
 #: Serialises index builds across processes (next to the schema lock's id).
@@ -66,7 +66,6 @@ def build(
     origin: Origin,
     timeout: float | None,
     automatic_limit: int,
-    restore: tuple[str, str],
 ) -> StoredSet | None:
     """Record the set and build its index; see ``SetStorage.build_claim_set``."""
     name = claim_set.index_name(storage_table)
@@ -87,9 +86,7 @@ def build(
                     return None  # a role that may not even list a set: claims go on unindexed
                 raise
             try:
-                outcome = build_concurrently(
-                    cursor, storage_table, name, create, timeout=timeout, restore=restore
-                )
+                outcome = build_concurrently(cursor, storage_table, name, create, timeout=timeout)
             except psycopg.Error as exc:  # a declared build: listed as failed, and raised
                 with contextlib.suppress(psycopg.Error):
                     _record_problem(cursor, sets_table, name, f"the build failed: {exc}".strip())
@@ -217,7 +214,6 @@ def build_concurrently(
     create: str,
     *,
     timeout: float | None,
-    restore: tuple[str, str],
 ) -> Outcome:
     """Build one index ``CONCURRENTLY`` (under the build lock), bounded when ``timeout`` is set.
 
@@ -225,11 +221,12 @@ def build_concurrently(
     waits for other sessions' open transactions end after
     ``AUTOMATIC_LOCK_WAIT`` ("busy": try again later), the build itself after
     ``timeout`` ("too slow"), and a role that does not own the table may not
-    build at all ("not allowed"). Without one (a declared set) the store's own
+    build at all ("not allowed"). Without one (a declared set) the session's
     ``statement_timeout`` and ``lock_timeout`` are lifted for the build, which
     waits however long it takes, and a failure is raised. Either way the
     invalid index a failed build leaves is dropped: writers would go on
-    maintaining it and no claim could use it.
+    maintaining it and no claim could use it. The session's own timeouts come
+    back afterwards.
     """
     valid = cursor.execute(INDEX_VALID, (name,)).fetchone()
     if valid is not None and valid[0]:
@@ -237,24 +234,53 @@ def build_concurrently(
     if timeout is not None and not may_build_index(cursor, table):
         return "not allowed"
     drop_it = f"DROP INDEX CONCURRENTLY IF EXISTS {sql.Identifier(name).as_string(None)}"
-    if valid is not None:  # an interrupted build left an invalid index
-        cursor.execute(drop_it.encode())
+    with session.bounded(cursor, *_build_bounds(timeout)):
+        if valid is not None:  # an earlier build that gave up left an invalid index
+            outcome = _drop_invalid(cursor, drop_it, automatic=timeout is not None)
+            if outcome is not None:
+                return outcome
+        try:
+            cursor.execute(create.encode())
+            return "ready"
+        except psycopg.Error as exc:
+            with contextlib.suppress(psycopg.Error):
+                cursor.execute(drop_it.encode())
+            gave_up = None if timeout is None else _AUTOMATIC_OUTCOMES.get(type(exc))
+            if gave_up is None:
+                raise
+            return gave_up
+
+
+def _build_bounds(timeout: float | None) -> tuple[str, str]:
+    """``(statement_timeout, lock_timeout)`` for a build: none for a declared one."""
     if timeout is None:
-        _set_timeouts(cursor, "0", "0")
-    else:
-        _set_timeouts(cursor, f"{int(timeout * 1000)}ms", AUTOMATIC_LOCK_WAIT)
+        return "0", "0"
+    return f"{max(1, round(timeout * 1000))}ms", AUTOMATIC_LOCK_WAIT
+
+
+#: What an automatic build's failed drop of an invalid index means: its wait for
+#: open transactions ran out, so the next claim tries again (never "too slow", for good).
+_DROP_OUTCOMES: dict[type[psycopg.Error], Outcome] = {
+    psycopg.errors.QueryCanceled: "busy",
+    psycopg.errors.LockNotAvailable: "busy",
+    psycopg.errors.InsufficientPrivilege: "not allowed",
+}
+
+
+def _drop_invalid(cursor: psycopg.Cursor[Any], drop_it: str, *, automatic: bool) -> Outcome | None:
+    """Drop the invalid index an earlier build left, under the build's bounds.
+
+    None: dropped, build on. Unbounded, the drop of an automatic build waited for
+    any open writer transaction while holding the build lock.
+    """
     try:
-        cursor.execute(create.encode())
-        return "ready"
+        cursor.execute(drop_it.encode())
     except psycopg.Error as exc:
-        with contextlib.suppress(psycopg.Error):
-            cursor.execute(drop_it.encode())
-        outcome = None if timeout is None else _AUTOMATIC_OUTCOMES.get(type(exc))
+        outcome = _DROP_OUTCOMES.get(type(exc)) if automatic else None
         if outcome is None:
             raise
         return outcome
-    finally:
-        _set_timeouts(cursor, *restore)
+    return None
 
 
 def drop(cursor: psycopg.Cursor[Any], storage_table: str, name: str) -> bool:
@@ -323,14 +349,6 @@ def _load_one(cursor: psycopg.Cursor[Any], sets_table: str, name: str) -> Stored
     assert row is not None
     name, spec, origin, problem, valid = row
     return stored_set(name, spec, origin, problem, bool(valid))
-
-
-def _set_timeouts(cursor: psycopg.Cursor[Any], statement: str, lock: str) -> None:
-    cursor.execute(
-        sql.SQL(
-            "SELECT set_config('statement_timeout', {}, false), set_config('lock_timeout', {}, false)"
-        ).format(sql.Literal(statement), sql.Literal(lock))
-    )
 
 
 def rebuild_indexes(

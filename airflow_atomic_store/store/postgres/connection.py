@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -12,14 +13,16 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import tuple_row
 
-from airflow_atomic_store.exceptions import AtomicStoreError, MutationError
+from airflow_atomic_store.exceptions import AtomicStoreError
 from airflow_atomic_store.store.compiler import WhereCompiler
-from airflow_atomic_store.store.postgres import claim_sets, schema
+from airflow_atomic_store.store.postgres import claim_sets, schema, session
 from airflow_atomic_store.store.postgres.errors import translate
 from airflow_atomic_store.store.postgres.where import PostgresWhere
 from airflow_atomic_store.store.urls import scrub
 
 Connect = Callable[[], psycopg.Connection[Any]]
+#: Longest a cancel of an interrupted statement may take before its connection is closed anyway.
+CANCEL_WAIT = 5.0
 
 log = logging.getLogger("airflow_atomic_store.store")
 
@@ -30,7 +33,8 @@ class PostgresConnection:
     :param connect: makes a new psycopg connection.
     :param table_name: the storage table (validated).
     :param secrets: strings (the password) scrubbed from every message.
-    :param timeouts: ``lock_timeout`` and ``statement_timeout`` in seconds, or None.
+    :param timeouts: ``lock_timeout`` and ``statement_timeout`` in seconds, or None;
+        checked here, before any I/O, whichever way the store was made.
     """
 
     def __init__(
@@ -44,7 +48,7 @@ class PostgresConnection:
         self._connect = connect
         self._secrets = secrets
         self._table_name = table_name
-        self._settings = timeouts
+        self._timeouts = session.parse_timeouts(timeouts)
         self._connection: psycopg.Connection[Any] | None = None
         # One cursor for the connection's life, cheaper than one per call; calls are
         # serialised by the lock.
@@ -63,11 +67,11 @@ class PostgresConnection:
             # A factory may hand out connections configured for dict rows (e.g. the
             # Postgres provider's "cursor" extra); the statements here read tuples.
             connection.row_factory = tuple_row
-            for name, seconds in self._settings.items():
-                if seconds is not None:
+            for name, milliseconds in self._timeouts.items():
+                if milliseconds is not None:
                     connection.execute(
                         sql.SQL("SELECT set_config({}, {}, false)").format(
-                            sql.Literal(name), sql.Literal(f"{int(seconds * 1000)}ms")
+                            sql.Literal(name), sql.Literal(f"{milliseconds}ms")
                         )
                     )
             self._ensure_schema(connection)
@@ -193,19 +197,32 @@ class PostgresConnection:
                 else:
                     yield self._reused_cursor
             except psycopg.Error as exc:
+                self._discard_unusable_connection()
                 error = translate(exc, self._secrets)
-                if not isinstance(error, MutationError):
-                    self._discard_broken_connection()
                 if scrub(str(exc), self._secrets) != str(exc):
                     raise error from None  # the driver's own text, in a traceback, would show it
                 raise error from exc
+            except BaseException:
+                # A Python exception mid-statement (Airflow's execution_timeout raises
+                # from a signal handler) left the connection busy: every later call
+                # would fail with "another command is already in progress".
+                self._discard_unusable_connection()
+                raise
 
-    def _discard_broken_connection(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None and connection.broken:
-            connection.close()
-        elif connection is not None:
-            self._connection = connection
+    def _discard_unusable_connection(self) -> None:
+        """Forget a connection that is broken or still in a statement; the next call opens one.
+
+        A statement still running is cancelled first: closing alone leaves it on
+        the server, where a write waiting for a lock would still apply.
+        """
+        connection = self._connection
+        if connection is None or connection.closed or session.is_idle(connection):
+            return
+        self._connection = None
+        if not connection.broken:
+            with contextlib.suppress(Exception):
+                _cancel(connection)
+        connection.close()
 
     def close(self) -> None:
         with self._lock:
@@ -213,10 +230,10 @@ class PostgresConnection:
                 self._connection.close()
                 self._connection = None
 
-    def _configured_timeouts(self) -> tuple[str, str]:
-        """This store's statement and lock timeouts, as ``set_config`` takes them."""
-        statement, lock = (
-            f"{int(seconds * 1000)}ms" if seconds else "0"
-            for seconds in (self._settings["statement_timeout"], self._settings["lock_timeout"])
-        )
-        return statement, lock
+
+def _cancel(connection: psycopg.Connection[Any]) -> None:
+    """Ask the server to cancel the connection's statement (``cancel_safe``: psycopg 3.2+)."""
+    if hasattr(connection, "cancel_safe"):
+        connection.cancel_safe(timeout=CANCEL_WAIT)
+    else:
+        connection.cancel()
