@@ -12,7 +12,8 @@ then at the old one (checked against the 3.0.6, 3.1.8, 3.2.2 and 3.3.2 wheels):
 * ``aget_connection``: ``BaseHook.aget_connection`` where it exists, else the
   synchronous lookup through ``asgiref.sync_to_async``.
 * ``PostgresHook``: the PostgreSQL provider's, connecting with psycopg 3 also on 3.0
-  (where SQLAlchemy 1.4 would make it pick psycopg2); loaded on first use.
+  (where SQLAlchemy 1.4 would make it pick psycopg2); loaded on first use, refusing a
+  provider older than :data:`MIN_POSTGRES_PROVIDER_VERSION`.
 * ``api_user``: the API server's dependency that resolves the signed-in user. From 3.1
   ``airflow.api_fastapi.core_api.security.get_user`` reads a Bearer header or the UI's
   ``_token`` cookie; 3.0's reads only the header, so there the cookie is read here.
@@ -20,8 +21,11 @@ then at the old one (checked against the 3.0.6, 3.1.8, 3.2.2 and 3.3.2 wheels):
 * ``EXTERNAL_VIEWS``: whether the UI shows plugins' ``external_views`` (3.1+).
 
 Importing this module refuses an Airflow older than :data:`MIN_AIRFLOW_VERSION`
-with a ``RuntimeError``, as Airflow's own providers do. The store layer
-(``airflow_atomic_store.store``, ``airflow_atomic_store.spec``) never imports it.
+with a ``RuntimeError``, as Airflow's own providers do; loading ``PostgresHook``
+refuses a PostgreSQL provider older than :data:`MIN_POSTGRES_PROVIDER_VERSION` the
+same way (pip enforces both floors; these catch an install that bypassed pip). The
+store layer (``airflow_atomic_store.store``, ``airflow_atomic_store.spec``) never
+imports it.
 """
 
 from __future__ import annotations
@@ -32,6 +36,11 @@ from typing import TYPE_CHECKING, Any
 import airflow
 
 MIN_AIRFLOW_VERSION = "3.0.0"
+#: The first ``apache-airflow-providers-postgres`` whose ``PostgresHook.get_conn()``
+#: connects through ``_create_connection``, which the store overrides (to connect with
+#: psycopg 3 on Airflow 3.0, and to read the trigger's ``LISTEN`` arguments); it also
+#: has ``USE_PSYCOPG3`` (6.3.0+). pyproject.toml declares the same floor.
+MIN_POSTGRES_PROVIDER_VERSION = "6.8.0"
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -42,19 +51,35 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in found.group(1).split("."))
 
 
-def check_airflow_version(version: str) -> None:
-    """Raise ``RuntimeError`` if ``version`` is older than :data:`MIN_AIRFLOW_VERSION`.
+def _older(version: str, minimum: str) -> bool:
+    """Whether ``version`` is a release before ``minimum`` (a pre-release counts as its release).
 
-    Pre-releases and dev builds of a supported release count as that release (as
-    the official providers compare ``base_version``).
+    As the official providers compare ``base_version``: ``3.1.0rc2`` is ``3.1.0``.
     """
-    minimum = _release(MIN_AIRFLOW_VERSION)
-    release = _release(version)
-    width = max(len(minimum), len(release))
-    if release + (0,) * (width - len(release)) < minimum + (0,) * (width - len(minimum)):
+    low, release = _release(minimum), _release(version)
+    width = max(len(low), len(release))
+    return release + (0,) * (width - len(release)) < low + (0,) * (width - len(low))
+
+
+def check_airflow_version(version: str) -> None:
+    """Raise ``RuntimeError`` if ``version`` is older than :data:`MIN_AIRFLOW_VERSION`."""
+    if _older(version, MIN_AIRFLOW_VERSION):
         raise RuntimeError(
             f"The package `airflow-atomic-store` needs Apache Airflow {MIN_AIRFLOW_VERSION}+; "
             f"Apache Airflow {version} is installed"
+        )
+
+
+def check_postgres_provider_version(version: str) -> None:
+    """Raise ``RuntimeError`` if ``version`` is older than :data:`MIN_POSTGRES_PROVIDER_VERSION`.
+
+    An older provider connects without ``_create_connection``: the store's override
+    would be ignored (psycopg2 on Airflow 3.0, a trigger ``LISTEN`` to libpq's defaults).
+    """
+    if _older(version, MIN_POSTGRES_PROVIDER_VERSION):
+        raise RuntimeError(
+            "The package `airflow-atomic-store` needs apache-airflow-providers-postgres "
+            f"{MIN_POSTGRES_PROVIDER_VERSION}+; {version} is installed"
         )
 
 
@@ -123,9 +148,11 @@ def _postgres_hook() -> type[Any]:
     the connection arguments (host, IAM token, extras...) are the same for both
     drivers, so on 3.0 only the final connect is swapped.
     """
+    from airflow.providers import postgres as provider
     from airflow.providers.postgres.hooks import postgres
 
-    if getattr(postgres, "USE_PSYCOPG3", True):
+    check_postgres_provider_version(provider.__version__)
+    if postgres.USE_PSYCOPG3:
         return postgres.PostgresHook
 
     class PostgresHook(postgres.PostgresHook):
@@ -161,6 +188,7 @@ _LAZY = {"PostgresHook": _postgres_hook, "api_user": _api_user}
 __all__ = [
     "EXTERNAL_VIEWS",
     "MIN_AIRFLOW_VERSION",
+    "MIN_POSTGRES_PROVIDER_VERSION",
     "AirflowFailException",
     "AirflowNotFoundException",
     "BaseHook",
@@ -170,4 +198,5 @@ __all__ = [
     "aget_connection",
     "api_user",
     "check_airflow_version",
+    "check_postgres_provider_version",
 ]

@@ -26,27 +26,41 @@ A template value that is exactly one ``{{ … }}`` expression keeps the native t
 of the expression (a number stays a number, a list a list, a string a string, even
 one that looks like a number), whatever the DAG's ``render_template_as_native_obj``
 says. Anything else (text around the expression, several expressions, blocks)
-renders to a string.
+renders to a string. A field that can only hold text (a table, a key…) takes the
+rendered value's text instead (:func:`as_text`), as Airflow's own rendering gives it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, MutableMapping
-from datetime import datetime, timedelta, timezone
-from typing import Any
+from datetime import date, datetime, time, timedelta, timezone
+from decimal import Decimal
+from typing import Any, Final
+from uuid import UUID
 
 import jinja2
 from jinja2 import nodes
 
 from airflow_atomic_store import timestamps
+from airflow_atomic_store.exceptions import SpecError
 
-__all__ = ["NAMESPACE", "AtomicNamespace", "ensure_namespace", "execution_id", "render_value"]
+__all__ = [
+    "NAMESPACE",
+    "AtomicNamespace",
+    "as_text",
+    "ensure_namespace",
+    "execution_id",
+    "render_value",
+]
 
 NAMESPACE = "atomic"
 """The name under which templates see an :class:`AtomicNamespace`."""
 
 _RESULT = "__atomic_store_result"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+#: Rendered values whose ``str()`` is a sensible text field (a date includes datetimes).
+#: ``bool`` is an ``int`` but is refused: ``"True"`` as a key or table is a slip.
+_TEXT_TYPES: Final = (str, int, float, Decimal, UUID, date, time)
 
 
 def execution_id(context: Mapping[str, Any]) -> str:
@@ -154,6 +168,28 @@ def render_value(env: jinja2.Environment, source: str, context: Mapping[str, Any
     if isinstance(value, jinja2.Undefined):
         return str(value)  # raises for StrictUndefined (Airflow's default), "" otherwise
     return value
+
+
+def as_text(rendered: Any, field: str) -> Any:
+    """The text of a text-only field's rendered value: its ``str()``, as Airflow renders it.
+
+    A lone ``{{ … }}`` keeps its native value, but a table, key or idempotency key
+    can only be text: ``{{ dag_run.conf['event_id'] }}`` with ``42`` must give ``"42"``,
+    as it would in any other operator. ``None`` (and an undefined value) stay as they
+    are, so that a field rendered to nothing is refused rather than becoming
+    ``"None"``. A bool, list, dict or other object has no sensible text (its ``str()``
+    would be a surprise): a :class:`SpecError` naming the field.
+    """
+    if rendered is None or isinstance(rendered, (str, jinja2.Undefined)):
+        return rendered
+    if isinstance(rendered, bool) or not isinstance(rendered, _TEXT_TYPES):
+        raise SpecError(
+            field,
+            f"must be text, but its template rendered to the {type(rendered).__name__} "
+            f"{rendered!r}; render text explicitly (e.g. with the '| string' filter) "
+            "if that is what you mean",
+        )
+    return str(rendered)
 
 
 def _lone_expression(tree: nodes.Template) -> nodes.Expr | None:

@@ -197,6 +197,18 @@ def test_a_plain_install_pulls_no_test_lint_or_docs_tool(metadata: Message) -> N
     assert {"ruff", "mypy", "pre-commit"} <= names("lint")
 
 
+def test_the_postgres_provider_floor_is_the_one_the_hook_needs(metadata: Message) -> None:
+    """pip must refuse what compat refuses: providers before 6.8.0 lack ``_create_connection``."""
+    from airflow_atomic_store.compat import MIN_POSTGRES_PROVIDER_VERSION
+
+    declared = [
+        entry.replace(" ", "")
+        for entry in metadata.get_all("Requires-Dist", [])
+        if re.match(r"apache-airflow-providers-postgres\b", entry)
+    ]
+    assert declared == [f"apache-airflow-providers-postgres>={MIN_POSTGRES_PROVIDER_VERSION}"]
+
+
 def test_one_version_from_pyproject_to_metadata_and_the_package(metadata: Message) -> None:
     declared = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
     assert declared is not None

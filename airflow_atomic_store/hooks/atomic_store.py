@@ -236,6 +236,7 @@ def postgres_connect_args(conn_id: str, conn: Connection) -> dict[str, Any] | No
 
     captured: dict[str, Any] = {}
 
+    # get_conn() ends in _create_connection from provider 6.8.0 on (compat refuses older).
     class _Arguments(PostgresHook):
         def _create_connection(self, conn_args: dict[str, Any]) -> Any:
             captured.update(conn_args)

@@ -23,6 +23,7 @@ from airflow_atomic_store.metrics import PrimitiveMetrics
 from airflow_atomic_store.store import AtomicStore
 from airflow_atomic_store.templating import (
     AtomicNamespace,
+    as_text,
     ensure_namespace,
     render_value,
     task_instance_key,
@@ -55,7 +56,9 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
     (:meth:`is_empty`). Everything else lives here:
 
     * templates: every string in a templated field is rendered with the ``atomic``
-      namespace, and a lone ``{{ … }}`` keeps its native type. This is done in
+      namespace, and a lone ``{{ … }}`` keeps its native type, except in the fields
+      that can only be text (:attr:`text_fields`), which take its text as Airflow's
+      own rendering would (``42`` -> ``"42"``). This is done in
       :meth:`render_template`, which both mapped and unmapped tasks go through.
     * errors: an invalid spec or a mutation that cannot apply fails the task
       without retries (retrying cannot fix it); so does a template that fails to
@@ -87,6 +90,12 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
         "insert_value": "json",
         "return_fields": "json",
     }
+    #: Template fields that can only be text: a lone ``{{ … }}`` gives its ``str()``
+    #: (see :func:`~airflow_atomic_store.templating.as_text`). Every other template
+    #: field (where, mutations, insert_value, return_fields, limit) keeps native values.
+    text_fields: ClassVar[frozenset[str]] = frozenset(
+        {"conn_id", "table", "key", "match", "order_by", "direction", "idempotency_key"}
+    )
     ui_color = "#d6eaf8"
     #: The primitive's name in metrics: ``atomic_store.<primitive>.<measure>``.
     primitive: ClassVar[str]
@@ -149,13 +158,8 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
         self._rendering_field = field
         try:
             rendered = self._render_content(content, context, jinja_env, seen_oids)
-            if isinstance(content, str) and _is_nothing(rendered):
-                raise SpecError(
-                    field,
-                    f"the template {content!r} rendered to {rendered!r}; a template must "
-                    f"render to a value (to leave {field} empty, give None or [] in the DAG "
-                    "itself, not through a template)",
-                )
+            if isinstance(content, str):
+                rendered = self._checked_field(field, content, rendered)
         except SpecError as exc:
             raise self._final(exc) from exc
         except jinja2.TemplateError as exc:
@@ -166,6 +170,17 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
         finally:
             self._rendering_field = None
         return rendered
+
+    def _checked_field(self, field: str, template: str, rendered: Any) -> Any:
+        """A whole field rendered from a template: never nothing, and text where only text fits."""
+        if _is_nothing(rendered):
+            raise SpecError(
+                field,
+                f"the template {template!r} rendered to {rendered!r}; a template must "
+                f"render to a value (to leave {field} empty, give None or [] in the DAG "
+                "itself, not through a template)",
+            )
+        return as_text(rendered, field) if field in self.text_fields else rendered
 
     def _field_holding(self, content: Any) -> str | None:
         """The template field whose whole (unrendered) value ``content`` is, if any."""

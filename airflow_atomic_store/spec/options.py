@@ -83,24 +83,35 @@ def project(value: dict[str, Any] | None, fields: tuple[str, ...] | None) -> dic
 
 
 def parse_table(table: Any) -> str:
-    if not isinstance(table, str) or not table:
-        raise SpecError("table", f"must be a non-empty string, got {table!r}")
+    table = _name_text(table, "table", "table name")
     check_text(table, "table", "table names")
     _check_size(table, MAX_TABLE_BYTES, "table", "a table name")
     return table
 
 
 def parse_key(key: Any) -> str:
-    if isinstance(key, bool) or not isinstance(key, (str, int)):
-        raise SpecError("key", f"must be a string, got {type(key).__name__}")
-    if isinstance(key, int) and not INT_MIN <= key <= INT_MAX:
-        raise SpecError("key", f"an integer key must fit in 64 bits, got {key.bit_length()} bits")
-    key = str(key)
-    if not key:
-        raise SpecError("key", "must not be empty")
+    key = _name_text(key, "key", "key")
     check_text(key, "key", "keys")
     _check_size(key, MAX_KEY_BYTES, "key", "a key")
     return key
+
+
+def _name_text(name: Any, field: str, what: str) -> str:
+    """A table name or key as text; an integer (a shard, an event id) is its decimal text.
+
+    Both are text in storage, and an id often arrives as a number (a mapped value,
+    ``dag_run.conf``): ``7`` and ``"7"`` name the same row. A bool is not a name.
+    """
+    if isinstance(name, bool) or not isinstance(name, (str, int)):
+        raise SpecError(field, f"must be a string, got {type(name).__name__}")
+    if isinstance(name, int) and not INT_MIN <= name <= INT_MAX:
+        raise SpecError(
+            field, f"an integer {what} must fit in 64 bits, got {name.bit_length()} bits"
+        )
+    text = str(name)
+    if not text:
+        raise SpecError(field, "must not be empty")
+    return text
 
 
 def _check_size(text: str, limit: int, field: str, what: str) -> None:

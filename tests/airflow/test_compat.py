@@ -38,6 +38,30 @@ def test_the_version_check_rejects_text_that_is_not_a_version() -> None:
         compat.check_airflow_version("three")
 
 
+@pytest.mark.parametrize("version", ["6.8.0", "6.8.0.dev0", "7.1.1"])
+def test_the_postgres_provider_check_accepts_providers_with_create_connection(
+    version: str,
+) -> None:
+    compat.check_postgres_provider_version(version)
+
+
+@pytest.mark.parametrize("version", ["6.0.0", "6.2.0", "6.7.0", "6.7.9"])
+def test_the_postgres_provider_check_refuses_providers_the_hook_cannot_use(version: str) -> None:
+    """Before 6.8.0 the provider has no ``_create_connection``, which the hook overrides."""
+    with pytest.raises(
+        RuntimeError, match=r"apache-airflow-providers-postgres 6\.8\.0\+"
+    ) as raised:
+        compat.check_postgres_provider_version(version)
+    assert version in str(raised.value)
+
+
+def test_the_installed_postgres_provider_passes_the_check() -> None:
+    from airflow.providers.postgres import __version__
+
+    compat.check_postgres_provider_version(__version__)
+    assert compat.PostgresHook is not None
+
+
 def _run(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
@@ -68,6 +92,23 @@ def test_an_older_airflow_is_refused_when_the_airflow_layer_is_imported() -> Non
         result.stdout
     )
     assert "Apache Airflow 3.0.0+; Apache Airflow 2.11.2 is installed" in result.stdout
+
+
+def test_an_older_postgres_provider_is_refused_when_the_postgres_hook_is_loaded() -> None:
+    result = _run(
+        """
+        import airflow.providers.postgres as provider
+        provider.__version__ = "6.7.0"
+        from airflow_atomic_store import compat
+        try:
+            compat.PostgresHook
+        except RuntimeError as exc:
+            print("refused:", exc)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert "refused: The package `airflow-atomic-store` needs" in result.stdout
+    assert "apache-airflow-providers-postgres 6.8.0+; 6.7.0 is installed" in result.stdout
 
 
 def test_the_store_and_spec_layers_import_without_airflow() -> None:

@@ -114,3 +114,35 @@ def test_stale_claim_recovery_reclaims_only_rows_claimed_before_a_relative_time(
     assert [row["key"] for row in claimed] == ["stale"]
     assert claimed[0]["value"]["claimedBy"] == run.execution_id
     assert parse_timestamp(claimed[0]["value"]["claimedAt"]) >= now
+
+
+def test_numbers_from_the_conf_name_tables_keys_and_idempotency_keys_as_text(
+    run_dag: RunDag, store_conn: str, store_url: str, dag_id: str
+) -> None:
+    """A numeric event id or shard renders as Airflow renders it ("42"), not as an int."""
+    with new_dag(dag_id) as dag:
+        record = Upsert(
+            task_id="record",
+            conn_id=store_conn,
+            table="{{ dag_run.conf['shard'] }}",
+            key="{{ dag_run.conf['version'] }}",
+            idempotency_key="{{ dag_run.conf['event_id'] }}",
+            insert_value={"event": "{{ dag_run.conf['event_id'] }}"},
+        )
+        drain = AtomicClaimOperator(
+            task_id="drain",
+            conn_id=store_conn,
+            table="{{ dag_run.conf['shard'] }}",
+            idempotency_key="claim-{{ dag_run.conf['event_id'] }}",
+            limit="{{ dag_run.conf['shard'] }}",  # type: ignore[arg-type]  # stays a number
+        )
+        record >> drain
+
+    run = run_dag(dag, conf={"event_id": 42, "shard": 7, "version": 1.5})
+
+    assert run.states() == {"record": "success", "drain": "success"}
+    assert run.xcom("record")["key"] == "1.5"
+    assert [row["key"] for row in run.xcom("drain")["claimed"]] == ["1.5"]
+    with AtomicStore(store_url) as store:
+        value = store.get("7", "1.5")
+    assert value is not None and value["event"] == 42  # a JSON value keeps its number

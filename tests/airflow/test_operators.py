@@ -290,3 +290,114 @@ def test_an_undefined_variable_is_a_final_failure_naming_the_field() -> None:
         )
     with pytest.raises(AirflowFailException, match="seed: template error: key: UndefinedError"):
         op.render_template_fields(task_context(dag))  # type: ignore[arg-type]
+
+
+#: The template fields that keep a lone ``{{ … }}``'s native value (JSON values, a number).
+NATIVE_FIELDS = {"where", "mutations", "insert_value", "return_fields", "limit"}
+
+
+@pytest.mark.parametrize(
+    "operator", [AtomicUpdateOperator, AtomicClaimOperator, AtomicUpsertOperator]
+)
+def test_every_template_field_renders_either_as_text_or_natively(operator: type) -> None:
+    """A new template field must say which it is: text-only fields never keep native values."""
+    fields = set(operator.template_fields)
+    assert fields <= operator.text_fields | NATIVE_FIELDS
+    assert not operator.text_fields & NATIVE_FIELDS
+
+
+NUMBERS = {"event_id": 42, "shard": 7, "version": 1.5, "conn": 3}
+
+
+def test_text_fields_render_a_lone_number_as_its_text_and_values_stay_native(
+    native: bool,
+) -> None:
+    with make_dag(native) as dag:
+        op = AtomicUpsertOperator(
+            task_id="seed",
+            conn_id="store_{{ dag_run.conf['conn'] }}",
+            table="{{ dag_run.conf['shard'] }}",
+            key="{{ dag_run.conf['version'] }}",
+            idempotency_key="{{ dag_run.conf['event_id'] }}",
+            insert_value={"event": "{{ dag_run.conf['event_id'] }}"},
+            mutations=[
+                {"field": "v", "operation": "set", "value": "{{ dag_run.conf['version'] }}"}
+            ],
+        )
+    op.render_template_fields(task_context(dag, conf=NUMBERS))  # type: ignore[arg-type]
+    assert (op.conn_id, op.table, op.key, op.idempotency_key) == ("store_3", "7", "1.5", "42")
+    assert op.insert_value == {"event": 42}
+    assert op.mutations == [{"field": "v", "operation": "set", "value": 1.5}]
+
+
+def test_text_fields_of_a_mapped_task_render_as_text_too(native: bool) -> None:
+    with make_dag(native) as dag:
+        mapped = AtomicUpdateOperator.partial(
+            task_id="mark_done",
+            table="{{ dag_run.conf['shard'] }}",
+            idempotency_key="{{ dag_run.conf['event_id'] }}",
+            mutations=[{"field": "n", "operation": "set", "value": "{{ dag_run.conf['shard'] }}"}],
+        ).expand(key=["{{ dag_run.conf['version'] }}", "{{ dag_run.conf['event_id'] }}"])
+    context = task_context(dag, map_index=1, conf=NUMBERS)
+    mapped.render_template_fields(context)  # type: ignore[arg-type]
+    unmapped = context["task"]
+    assert (unmapped.table, unmapped.key, unmapped.idempotency_key) == ("7", "42", "42")
+    assert unmapped.mutations == [{"field": "n", "operation": "set", "value": 7}]
+
+
+def test_claim_options_render_as_text_and_the_limit_stays_a_number(native: bool) -> None:
+    with make_dag(native) as dag:
+        op = AtomicClaimOperator(
+            task_id="drain",
+            table="{{ dag_run.conf['shard'] }}",
+            match="{{ dag_run.conf['match'] }}",
+            order_by="{{ dag_run.conf['order'] }}",
+            direction="{{ dag_run.conf['direction'] }}",
+            limit="{{ params.batch }}",  # type: ignore[arg-type]
+            idempotency_key="{{ dag_run.conf['event_id'] }}",
+        )
+    conf = {**NUMBERS, "match": "any", "order": "recordTimestamp", "direction": "desc"}
+    op.render_template_fields(task_context(dag, conf=conf))  # type: ignore[arg-type]
+    assert (op.table, op.match, op.order_by, op.direction) == (
+        "7",
+        "any",
+        "recordTimestamp",
+        "desc",
+    )
+    assert (op.limit, op.idempotency_key) == (25, "42")
+
+
+def test_a_datetime_in_a_text_field_renders_as_airflow_would_render_it() -> None:
+    moment = datetime.datetime(2025, 1, 31, 9, 30, tzinfo=datetime.timezone.utc)
+    with make_dag() as dag:
+        op = AtomicUpsertOperator(
+            task_id="seed", table="t", key="{{ dag_run.conf['at'] }}", insert_value={}
+        )
+    op.render_template_fields(task_context(dag, conf={"at": moment}))  # type: ignore[arg-type]
+    assert op.key == str(moment)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("idempotency_key", True),
+        ("key", ["a", "b"]),
+        ("table", {"name": "t"}),
+        ("match", False),
+        ("conn_id", b"store"),
+    ],
+)
+def test_a_text_field_rendered_to_a_value_without_text_is_a_spec_error_naming_it(
+    field: str, value: Any
+) -> None:
+    """Its str() would be a surprise ("True", "['a', 'b']"): fail at once instead."""
+    from airflow_atomic_store.compat import AirflowFailException
+    from airflow_atomic_store.exceptions import SpecError
+
+    spec = {"table": "t", "key": "k", "mutations": [{"field": "n", "operation": "set", "value": 1}]}
+    with make_dag() as dag:
+        op = AtomicUpdateOperator(task_id="take", **{**spec, field: "{{ dag_run.conf['value'] }}"})
+    with pytest.raises(AirflowFailException, match=f"invalid spec: {field}: ") as failure:
+        op.render_template_fields(task_context(dag, conf={"value": value}))  # type: ignore[arg-type]
+    assert isinstance(failure.value.__cause__, SpecError)
+    assert failure.value.__cause__.field == field

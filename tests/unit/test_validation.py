@@ -175,3 +175,18 @@ def test_spec_and_mutation_errors_share_the_one_root():
 
     assert issubclass(SpecError, AtomicStoreError)
     assert issubclass(MutationError, AtomicStoreError)
+
+
+def test_an_integer_table_name_is_its_decimal_text_as_an_integer_key_is(tmp_path):
+    """A shard or event number reaching the store as an int (a mapped value, the Python API)."""
+    with AtomicStore(f"sqlite:///{tmp_path / 'store.db'}") as local:
+        local.put(7, 42, {"n": 1})
+        assert local.get("7", "42") == {"n": 1}
+        assert local.atomic_upsert(7, 42, insert_value={"n": 2})["inserted"] is False
+
+
+@pytest.mark.parametrize("table", [True, 1.5, 2**64, None, ["t"]])
+def test_a_table_name_that_is_not_text_or_an_integer_is_a_spec_error(store, table):
+    with pytest.raises(SpecError) as info:
+        store.get(table, "k")
+    assert info.value.field == "table"
