@@ -20,7 +20,10 @@ Templates in the atomic operators see Airflow's usual context plus ``atomic``:
     DAG run, so a per-row update can guard on the ``claimedBy`` its claim wrote.
 
 The namespace is created once per task execution and frozen: every reference to
-``atomic.now`` in one task renders the same instant.
+``atomic.now`` in one task renders the same instant. It remembers whether any
+template read the clock (``read_clock``): a deferrable claim whose templates did
+renders them again while it waits, since rows cross a time cutoff by the clock,
+not by a write (``operators/claim.py``).
 
 A template value that is exactly one ``{{ … }}`` expression keeps the native type
 of the expression (a number stays a number, a list a list, a string a string, even
@@ -95,32 +98,49 @@ class AtomicNamespace:
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=timezone.utc)
         self._moment = moment
+        self._now = timestamps.format_timestamp(moment)
         self.execution_id = execution_id
-        self.now = timestamps.format_timestamp(moment)
-        self.epoch_seconds = _epoch_seconds(moment)
+        #: Whether anything asked for the time (``now``, ``ago``, ``epoch_seconds``…).
+        self.read_clock = False
 
     @classmethod
     def from_context(cls, context: Mapping[str, Any]) -> AtomicNamespace:
         return cls(execution_id=execution_id(context))
 
+    @property
+    def now(self) -> str:
+        """The task execution's instant as a canonical timestamp."""
+        self.read_clock = True
+        return self._now
+
+    @property
+    def epoch_seconds(self) -> float:
+        """The task execution's instant as seconds since the Unix epoch."""
+        self.read_clock = True
+        return _epoch_seconds(self._moment)
+
     def ago(self, **delta: float) -> str:
         """Canonical timestamp ``timedelta(**delta)`` before now."""
-        return timestamps.format_timestamp(self._moment - timedelta(**delta))
+        return timestamps.format_timestamp(self._shifted(-timedelta(**delta)))
 
     def from_now(self, **delta: float) -> str:
         """Canonical timestamp ``timedelta(**delta)`` after now."""
-        return timestamps.format_timestamp(self._moment + timedelta(**delta))
+        return timestamps.format_timestamp(self._shifted(timedelta(**delta)))
 
     def epoch_seconds_ago(self, **delta: float) -> float:
         """Epoch seconds ``timedelta(**delta)`` before now."""
-        return _epoch_seconds(self._moment - timedelta(**delta))
+        return _epoch_seconds(self._shifted(-timedelta(**delta)))
 
     def epoch_seconds_from_now(self, **delta: float) -> float:
         """Epoch seconds ``timedelta(**delta)`` after now."""
-        return _epoch_seconds(self._moment + timedelta(**delta))
+        return _epoch_seconds(self._shifted(timedelta(**delta)))
+
+    def _shifted(self, delta: timedelta) -> datetime:
+        self.read_clock = True
+        return self._moment + delta
 
     def __repr__(self) -> str:
-        return f"AtomicNamespace(now={self.now!r}, execution_id={self.execution_id!r})"
+        return f"AtomicNamespace(now={self._now!r}, execution_id={self.execution_id!r})"
 
 
 def _epoch_seconds(moment: datetime) -> float:

@@ -19,6 +19,8 @@ from airflow_atomic_store.templating import AtomicNamespace
 _DEFAULTS = store_defaults("atomic_claim")
 #: The longest ``wait_timeout``: 30 days.
 _WAIT_BOUNDS = (0.0, 30 * 86_400.0)
+#: Seconds a wait whose templates read the clock lasts before they are rendered again.
+RERENDER_SECONDS = 60.0
 #: A keyed wait lasts at most the receipt retention over this (``_longest_wait``).
 _RETENTION_SHARES = 3
 #: Airflow's own deferral timeout is the trigger's deadline plus this: it only
@@ -98,6 +100,11 @@ class AtomicClaimOperator(BaseAtomicOperator):
     :param poll_interval: with ``deferrable``, seconds between the waiting trigger's
         counts (on PostgreSQL it also wakes at once on the store's writes).
 
+    A waiting trigger counts with the ``where`` as rendered when the task deferred.
+    When a template read the clock (``claimedAt lt {{ atomic.ago(minutes=5) }}``, the
+    stale-claim pass), rows start to match by the clock alone, so the wait ends every
+    minute (``RERENDER_SECONDS``) and the task renders, claims, and waits again.
+
     **Deferral and idempotency.** The wait is part of one logical claim: the task
     instance's idempotency key still makes it claim at most once, however often Airflow
     runs it. Each claim attempt that found nothing is recorded under its own round
@@ -168,7 +175,7 @@ class AtomicClaimOperator(BaseAtomicOperator):
                 return result
             self._round += 1
             if not result.get("replayed"):  # a live claim found nothing: wait for rows
-                self._defer(self._longest_wait(hook, idempotency_key))
+                self._defer(self._longest_wait(hook, idempotency_key), atomic.read_clock)
             # a replayed empty round: this task ran it before; go on to the next round
 
     def _claim(
@@ -210,7 +217,14 @@ class AtomicClaimOperator(BaseAtomicOperator):
             )
         return longest
 
-    def _defer(self, wait: float | None) -> None:
+    def _defer(self, wait: float | None, read_clock: bool) -> None:
+        """Wait in the triggerer for rows matching the rendered ``where``.
+
+        ``read_clock``: a template read the time (``{{ atomic.ago(minutes=5) }}``), so
+        rows can start to match with no write at all, and the trigger's ``where``
+        goes stale: the wait then ends every ``RERENDER_SECONDS`` for the task to
+        render, claim, and wait anew.
+        """
         from airflow_atomic_store.triggers.claim_wait import ClaimWaitTrigger
 
         if self._deadline is None and wait is not None:
@@ -233,6 +247,9 @@ class AtomicClaimOperator(BaseAtomicOperator):
                 match=self.match,
                 poll_interval=self.poll_interval,
                 deadline=self._deadline,
+                rerender_at=(
+                    timestamps.shifted(timedelta(seconds=RERENDER_SECONDS)) if read_clock else None
+                ),
             ),
             method_name="resume_claim",
             kwargs={"round": self._round, "deadline": self._deadline},

@@ -1,7 +1,9 @@
 """``ClaimWaitTrigger``: what a deferred ``AtomicClaimOperator`` waits on in the triggerer.
 
 One-shot: it yields one event, ``{"status": "rows", …}`` as soon as at least
-``min_rows`` rows match, or ``{"status": "timeout", …}`` at its deadline, and
+``min_rows`` rows match, ``{"status": "timeout", …}`` at its deadline, or
+``{"status": "rerender", …}`` at ``rerender_at`` (its ``where`` was rendered
+from the clock, so the task renders and claims again, then waits anew), and
 ends. The deadline is an absolute time in its kwargs, not a duration, so a
 trigger restarted by the triggerer keeps the task's original deadline. The
 operator's own deadline is this one: Airflow's ``defer(timeout=)`` fails the
@@ -28,6 +30,8 @@ class ClaimWaitTrigger(BaseTrigger):
 
     :param deadline: a canonical UTC timestamp (``timestamps.now()`` form), or None
         to wait for ever.
+    :param rerender_at: a canonical UTC timestamp before which the wait ends so that
+        the task renders its templates again, or None.
     """
 
     def __init__(
@@ -40,30 +44,40 @@ class ClaimWaitTrigger(BaseTrigger):
         min_rows: int = 1,
         poll_interval: float = 2.0,
         deadline: str | None = None,
+        rerender_at: str | None = None,
     ) -> None:
         super().__init__()
         self.watch = WatchArguments.parse(conn_id, table, where, match, min_rows, poll_interval)
         self.deadline = deadline
-        self._deadline_at = None if deadline is None else _epoch(deadline)
+        self.rerender_at = rerender_at
+        self._ends = {
+            status: _epoch(stamp, name)
+            for status, name, stamp in (
+                ("timeout", "deadline", deadline),
+                ("rerender", "rerender_at", rerender_at),
+            )
+            if stamp is not None
+        }
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {**self.watch.to_kwargs(), "deadline": self.deadline},
+            {**self.watch.to_kwargs(), "deadline": self.deadline, "rerender_at": self.rerender_at},
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         watch = self.watch
-        deadline = None
-        if self._deadline_at is not None:
-            deadline = time.monotonic() + max(0.0, self._deadline_at - time.time())
+        status, deadline = "timeout", None
+        if self._ends:  # the earliest end; at a tie the deadline's (the task claims once more)
+            status, at = min(self._ends.items(), key=lambda end: (end[1], end[0] != "timeout"))
+            deadline = time.monotonic() + max(0.0, at - time.time())
         async with aclosing(counts(watch, self.log, deadline=deadline)) as stream:
             async for count, _ in stream:
                 if count >= watch.min_rows:
                     yield self._event("rows", count)
                     return
                 if deadline is not None and time.monotonic() >= deadline:
-                    yield self._event("timeout", count)
+                    yield self._event(status, count)
                     return
 
     def _event(self, status: str, count: int) -> TriggerEvent:
@@ -72,9 +86,9 @@ class ClaimWaitTrigger(BaseTrigger):
         )
 
 
-def _epoch(stamp: str) -> float:
+def _epoch(stamp: str, field: str) -> float:
     try:
         moment = timestamps.parse_timestamp(stamp)
     except (TypeError, ValueError) as exc:
-        raise SpecError("deadline", f"must be a canonical UTC timestamp, got {stamp!r}") from exc
+        raise SpecError(field, f"must be a canonical UTC timestamp, got {stamp!r}") from exc
     return moment.timestamp()

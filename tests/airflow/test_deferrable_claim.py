@@ -148,3 +148,37 @@ def test_bad_deferral_arguments_fail_at_dag_parse_naming_the_field(
     with pytest.raises(SpecError) as raised:
         AtomicClaimOperator(task_id="claim", table="jobs", **kwargs)
     assert raised.value.field == field
+
+
+def test_a_wait_whose_where_read_the_clock_renders_it_again_and_claims_the_row_it_now_matches(
+    run_dag: RunDag, store_conn: str, store_url: str, dag_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stale-claim pass, deferred: ``claimedAt lt {{ atomic.now }}`` matches a row
+    only once the clock passes its ``claimedAt``, with no write to wake the trigger.
+    Its first rendering never matches; each rerender (every 1 s here) moves the cutoff."""
+    from airflow_atomic_store import timestamps
+    from airflow_atomic_store.operators import claim as claim_module
+
+    monkeypatch.setattr(claim_module, "RERENDER_SECONDS", 1.0)
+    stale_at = timestamps.shifted(timedelta(seconds=3))
+    with AtomicStore(store_url) as store:
+        store.put("jobs", "lost", {"status": "in_flight", "claimedAt": stale_at})
+    where = [
+        {"field": "status", "operator": "equals", "value": "in_flight"},
+        {"field": "claimedAt", "operator": "lt", "value": "{{ atomic.now }}"},
+    ]
+    with new_dag(dag_id) as dag:
+        AtomicClaimOperator(
+            task_id="claim",
+            conn_id=store_conn,
+            table="jobs",
+            where=where,
+            deferrable=True,
+            poll_interval=0.2,
+            wait_timeout=40,
+        )
+    started = time.monotonic()
+    result = run_dag(dag)
+    assert result.state == "success"
+    assert [row["key"] for row in result.xcom("claim")["claimed"]] == ["lost"]
+    assert time.monotonic() - started < 30  # not at the 40 s timeout's final claim

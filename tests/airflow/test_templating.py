@@ -83,6 +83,26 @@ def test_the_namespace_is_frozen_at_one_instant(atomic: AtomicNamespace) -> None
     assert atomic.epoch_seconds == parse_timestamp(atomic.now).timestamp()
 
 
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ atomic.now }}",
+        "{{ atomic.epoch_seconds }}",
+        "{{ atomic.ago(minutes=5) }}",
+        "before {{ atomic.from_now(hours=1) }}",
+        "{{ atomic.epoch_seconds_ago(minutes=5) }}",
+        "{{ atomic.epoch_seconds_from_now(seconds=1) }}",
+    ],
+)
+def test_a_template_that_reads_the_clock_is_remembered(template: str) -> None:
+    """A deferrable claim renders such a ``where`` again while it waits (operators/claim.py)."""
+    atomic = AtomicNamespace(execution_id="dag/run", moment=MOMENT)
+    render_value(create_template_env(), "{{ atomic.execution_id }}", {"atomic": atomic})
+    assert atomic.read_clock is False
+    render_value(create_template_env(), template, {"atomic": atomic})
+    assert atomic.read_clock is True
+
+
 def test_execution_id_is_dag_id_slash_run_id() -> None:
     context = {"dag_run": SimpleNamespace(dag_id="drain", run_id="manual__2025-01-31")}
     assert execution_id(context) == "drain/manual__2025-01-31"

@@ -340,6 +340,7 @@ def test_serialized_kwargs_hold_the_connection_id_and_the_spec_only() -> None:
         "min_rows",
         "poll_interval",
         "deadline",
+        "rerender_at",
     }
     assert ClaimWaitTrigger(**wait_kwargs).serialize() == (wait_path, wait_kwargs)
 
@@ -404,3 +405,38 @@ def test_the_wait_trigger_fires_once_for_rows_or_at_its_deadline(
     assert timed_out is not None and timed_out.payload["status"] == "timeout"
     assert timed_out.payload["count"] == 0
     assert rows is not None and (rows.payload["status"], rows.payload["count"]) == ("rows", 1)
+
+
+@pytest.mark.parametrize(
+    ("deadline_in", "rerender_in", "status"),
+    [(None, 0.5, "rerender"), (30, 0.5, "rerender"), (0.5, 30, "timeout"), (0.5, 0.5, "timeout")],
+)
+def test_the_wait_trigger_ends_at_the_earlier_of_its_deadline_and_its_rerender_time(
+    store_conn: str, deadline_in: float | None, rerender_in: float, status: str
+) -> None:
+    """A claim whose ``where`` read the clock is rendered again before its deadline
+    (the stale-claim pass: rows match by the clock, not by a write); at a tie the
+    deadline wins, so the task claims once more and returns."""
+    from datetime import timedelta
+
+    def at(seconds: float | None) -> str | None:
+        return None if seconds is None else timestamps.shifted(timedelta(seconds=seconds))
+
+    async def first() -> TriggerEvent | None:
+        trigger = ClaimWaitTrigger(
+            conn_id=store_conn,
+            table="jobs",
+            where=PENDING,
+            poll_interval=0.1,
+            deadline=at(deadline_in),
+            rerender_at=at(rerender_in),
+        )
+        assert trigger.serialize()[1]["rerender_at"] == trigger.rerender_at
+        events = Events(trigger)
+        try:
+            return await events.next(20)
+        finally:
+            await events.aclose()
+
+    event = _run(first())
+    assert event is not None and event.payload["status"] == status
