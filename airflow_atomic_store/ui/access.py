@@ -27,25 +27,45 @@ RESOURCE_NAME = "Atomic Store"
 CONN_PARAM = "conn"
 
 
+def requested_conn_id(request: Request) -> str | None:
+    """The connection a request names, as the page opens it (surrounding blanks dropped).
+
+    The one reading of the parameter, for the access check and the store alike:
+    checked as ``" secret "`` and opened as ``"secret"``, a refused connection was read.
+    """
+    return request.query_params.get(CONN_PARAM, "").strip() or None
+
+
 def page_user(request: Request, user: Annotated[Any, Depends(api_user)]) -> Any:
     """The signed-in user, if the auth manager lets them read the page and the connection."""
     auth_manager = get_auth_manager()
-    conn_id = request.query_params.get(CONN_PARAM) or None
-    details = None if conn_id is None else ConnectionDetails(conn_id=conn_id)
+    conn_id = requested_conn_id(request)
     allowed = auth_manager.is_authorized_custom_view(
         method="GET", resource_name=RESOURCE_NAME, user=user
-    ) and auth_manager.is_authorized_connection(method="GET", details=details, user=user)
+    ) and (
+        auth_manager.is_authorized_connection(method="GET", details=None, user=user)
+        if conn_id is None
+        else may_read_connection(user, conn_id)
+    )
     if not allowed:
         raise HTTPException(status.HTTP_403_FORBIDDEN, "Forbidden")
     return user
 
 
 def may_read_connection(user: Any, conn_id: str) -> bool:
-    """Whether ``user`` may read the connection ``conn_id`` (to list only those)."""
-    return bool(
-        get_auth_manager().is_authorized_connection(
-            method="GET", details=ConnectionDetails(conn_id=conn_id), user=user
+    """Whether ``user`` may read the connection ``conn_id`` under every name it resolves by.
+
+    Airflow finds an ``AIRFLOW_CONN_*`` variable by the upper-cased id, so
+    ``SECRET_STORE`` and ``secret_store`` open the same connection: each spelling
+    the lookup folds together must be allowed, or a policy on one is bypassed
+    with the other.
+    """
+    auth_manager = get_auth_manager()
+    return all(
+        auth_manager.is_authorized_connection(
+            method="GET", details=ConnectionDetails(conn_id=name), user=user
         )
+        for name in dict.fromkeys((conn_id, conn_id.lower(), conn_id.upper()))
     )
 
 

@@ -150,7 +150,7 @@ def create_app() -> FastAPI:
                 return JSONResponse({"error": exc.message}, status_code=exc.status)
             if form is not None:
                 return page(request, template, exc.status, error=exc.message, **form())
-            conn_id = request.query_params.get(CONN_PARAM) or None
+            conn_id = access.requested_conn_id(request)
             return page(request, "error.html", exc.status, message=exc.message, conn_id=conn_id)
         if as_json:
             return JSONResponse(context["data"], headers={"Cache-Control": "no-store"})

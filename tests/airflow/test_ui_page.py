@@ -367,3 +367,41 @@ def test_the_3_0_user_dependency_reads_the_bearer_header_or_the_ui_cookie(
     assert bearer.json() == {"user": "op"}
     client.cookies.set("_token", _token("viewer"))
     assert client.get("/who").json() == {"user": "viewer"}
+
+
+class _PerConnectionAuthManager:
+    """Grants the page and every connection but ``denied``, as a policy per connection
+    (Keycloak's, a custom one) would; the simple auth manager decides per role only."""
+
+    def __init__(self, denied: str) -> None:
+        self.denied = denied
+
+    def is_authorized_custom_view(self, *, method: str, resource_name: str, user: Any) -> bool:
+        return True
+
+    def is_authorized_connection(self, *, method: str, details: Any = None, user: Any) -> bool:
+        return details is None or details.conn_id != self.denied
+
+
+@pytest.mark.parametrize("spelling", ["{id}", " {id} ", "{ID}", " {ID}"])
+def test_a_connection_refused_by_name_stays_refused_however_the_request_spells_it(
+    store_conn: str, store: AtomicStore, monkeypatch: pytest.MonkeyPatch, spelling: str
+) -> None:
+    """The check and the lookup read one name: blanks are dropped for both, and
+    ``AIRFLOW_CONN_*`` is found by the upper-cased id, so every case form is checked."""
+    from types import SimpleNamespace
+
+    from fastapi.testclient import TestClient
+
+    from airflow_atomic_store.ui import access
+    from airflow_atomic_store.ui.app import create_app
+
+    store.put("payroll", "emp-1", {"salary": 1})
+    monkeypatch.setattr(access, "get_auth_manager", lambda: _PerConnectionAuthManager(store_conn))
+    app = create_app()
+    app.dependency_overrides[access.api_user] = lambda: SimpleNamespace(username="alice")
+    client = TestClient(app, base_url="http://testserver")
+    conn = spelling.format(id=store_conn, ID=store_conn.upper())
+    response = client.get("/api/rows", params={"conn": conn, "table": "payroll"})
+    assert response.status_code == 403
+    assert "salary" not in response.text
