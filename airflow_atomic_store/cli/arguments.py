@@ -47,7 +47,10 @@ def duration(text: str) -> timedelta:
         )
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: a duration must be longer than zero")
-    return timedelta(seconds=seconds)
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise argparse.ArgumentTypeError(f"{text!r}: too long a duration") from None
 
 
 def json_argument(text: str) -> Any:

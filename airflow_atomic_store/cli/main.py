@@ -87,11 +87,22 @@ def run(args: argparse.Namespace, command: str, prog: str = PROG) -> int:
     else:
         text = "\n".join(outcome.lines)
     try:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
+        try:
+            _write(text)
+        except UnicodeEncodeError:  # a console that cannot show some key: escape, never fail
+            _write(
+                json.dumps(outcome.data, indent=2)
+                if args.json
+                else text.encode("ascii", "backslashreplace").decode("ascii")
+            )
     except BrokenPipeError:  # piped into ``head``: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return outcome.code
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
 
 
 def open_store(args: argparse.Namespace) -> AtomicStore:

@@ -28,11 +28,14 @@ from airflow_atomic_store.spec import (
     parse_table,
     parse_where,
 )
+from airflow_atomic_store.spec.values import INT_MAX
 from airflow_atomic_store.store import AtomicStore
 from airflow_atomic_store.store.snapshot import Claim
 from airflow_atomic_store.timestamps import format_timestamp, parse_timestamp, utc_now
 
 PENDING, IN_FLIGHT = "pending", "in_flight"
+#: The longest stale or age threshold: now minus it is still a date.
+MAX_THRESHOLD = timedelta(days=36_500)
 _PENDING = parse_where([{"field": "status", "operator": "equals", "value": PENDING}])
 _IN_FLIGHT = parse_where([{"field": "status", "operator": "equals", "value": IN_FLIGHT}])
 #: The fixed ``status`` condition (position 0) is written as a literal, so a
@@ -149,8 +152,11 @@ class StoreInspector:
 
 
 def _positive(delta: Any, field: str) -> timedelta:
-    if not isinstance(delta, timedelta) or delta <= timedelta(0):
-        raise SpecError(field, f"must be a positive duration (a timedelta), got {delta!r}")
+    """Bounded: now minus a longer threshold is no date (an OverflowError, later)."""
+    if not isinstance(delta, timedelta) or not timedelta(0) < delta <= MAX_THRESHOLD:
+        raise SpecError(
+            field, f"must be a positive duration (a timedelta) of at most a century, got {delta!r}"
+        )
     return delta
 
 
@@ -163,8 +169,9 @@ def _limit(limit: Any, field: str) -> int:
 
 
 def _offset(offset: Any) -> int:
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise SpecError("offset", f"must be a non-negative integer, got {offset!r}")
+    """Bounded by the databases' 64-bit integers (a larger one failed in the driver)."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= INT_MAX:
+        raise SpecError("offset", f"must be an integer from 0 to {INT_MAX}, got {offset!r}")
     return offset
 
 

@@ -158,6 +158,35 @@ def test_a_bad_where_exits_2_naming_the_field(queue: str) -> None:
     assert (done.returncode, "limit" in done.stderr) == (2, True)
 
 
+@pytest.mark.parametrize(
+    "arguments, named",
+    [
+        (("stale", "jobs", "--older-than", "9999999999d"), "--older-than"),
+        (("stale", "jobs", "--older-than", "36501d"), "older_than"),
+        (("stats", "jobs", "--stale-after", "999999999999d"), "--stale-after"),
+        (("rows", "jobs", "--offset", str(2**64)), "offset"),
+    ],
+)
+def test_an_out_of_range_duration_or_offset_exits_2_naming_it(
+    queue: str, arguments: tuple[str, ...], named: str
+) -> None:
+    """Exit 1 means "stale claims found": an overflow must never read as that."""
+    done = cli(*arguments, "--url", queue)
+    assert (done.returncode, named in done.stderr, "Traceback" in done.stderr) == (2, True, False)
+
+
+def test_a_console_that_cannot_show_a_key_gets_it_escaped(
+    store: AtomicStore, store_url: str
+) -> None:
+    store.put("jobs", "zoë-☃", {"status": "pending", "note": "naïve ☃"})
+    latin = {"PYTHONIOENCODING": "latin-1"}
+    human = cli("rows", "jobs", "--url", store_url, env=latin)
+    assert (human.returncode, "\\u2603" in human.stdout) == (0, True), human.stderr
+    done = cli("rows", "jobs", "--url", store_url, "--json", env=latin)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["rows"][0]["key"] == "zoë-☃"
+
+
 def test_stale_lists_old_claims_and_exits_1_only_when_it_finds_some(queue: str) -> None:
     data = cli_json("stale", "jobs", "--url", queue, "--older-than", "15m", code=1)
     assert (data["count"], data["older_than_seconds"]) == (1, 900.0)
