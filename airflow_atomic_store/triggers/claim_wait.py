@@ -4,7 +4,8 @@ One-shot: it yields one event, ``{"status": "rows", …}`` as soon as at least
 ``min_rows`` rows match, ``{"status": "timeout", …}`` at its deadline, or
 ``{"status": "rerender", …}`` at ``rerender_at`` (its ``where`` was rendered
 from the clock, so the task renders and claims again, then waits anew), and
-ends. The deadline is an absolute time in its kwargs, not a duration, so a
+ends. An end that comes while the store is unavailable carries ``count`` None:
+the resumed task claims, or fails and is retried as any store outage is. The deadline is an absolute time in its kwargs, not a duration, so a
 trigger restarted by the triggerer keeps the task's original deadline. The
 operator's own deadline is this one: Airflow's ``defer(timeout=)`` fails the
 task on expiry, while a claim that waited in vain returns the empty result.
@@ -79,8 +80,10 @@ class ClaimWaitTrigger(BaseTrigger):
                 if deadline is not None and time.monotonic() >= deadline:
                     yield self._event(status, count)
                     return
+        # The stream ended: the store was unavailable at the deadline (no count).
+        yield self._event(status, None)
 
-    def _event(self, status: str, count: int) -> TriggerEvent:
+    def _event(self, status: str, count: int | None) -> TriggerEvent:
         return TriggerEvent(
             {"status": status, "table": self.watch.table, "count": count, "at": timestamps.now()}
         )

@@ -110,9 +110,11 @@ class PollingSource:
         await asyncio.sleep(timeout)
 
     async def close(self) -> None:
-        # Closing sends one message and closes a socket: done inline, so a cancellation
+        # In a thread: the store's lock may be held by a count still inside the store
+        # (waiting on a lock, a connect in an outage), and closing inline would stall
+        # the triggerer's whole event loop until it ends. Shielded, so a cancellation
         # (the triggerer cancels a trigger it no longer needs) cannot leave it open.
-        self._store.close()
+        await asyncio.shield(asyncio.to_thread(self._store.close))
 
 
 class ListeningSource(PollingSource):

@@ -82,8 +82,11 @@ async def counts(
     ``poll_interval``): a trigger that raised would stop watching. Errors a retry
     cannot fix (access denied, a missing connection) are raised.
     ``deadline`` (``time.monotonic()``) bounds every wait, so a caller with a
-    deadline gets a count at it. Use it in ``contextlib.aclosing`` so the
-    connections close as soon as the caller stops.
+    deadline gets a count at it; when the store is unavailable at the deadline
+    the stream ends instead (the caller's deadline has come, count or not: an
+    outage must not hold a waiting claim past it, nor retry with no pause).
+    Use it in ``contextlib.aclosing`` so the connections close as soon as the
+    caller stops.
     """
     source = await open_source(watch.conn_id, watch)
     try:
@@ -100,6 +103,8 @@ async def counts(
                         watch.poll_interval,
                     )
                 outage = True
+                if deadline is not None and time.monotonic() >= deadline:
+                    return
                 await asyncio.sleep(_bounded(watch.poll_interval, deadline))
                 continue
             if outage:

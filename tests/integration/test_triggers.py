@@ -440,3 +440,99 @@ def test_the_wait_trigger_ends_at_the_earlier_of_its_deadline_and_its_rerender_t
 
     event = _run(first())
     assert event is not None and event.payload["status"] == status
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_the_wait_trigger_ends_at_its_deadline_through_an_outage_without_retrying_hot(
+    store_conn: str, store: AtomicStore, postgres_server: PostgresServer, monkeypatch: Any
+) -> None:
+    """Counting again every ``poll_interval``, and at the deadline the timeout event
+    (its count unknown): the resumed task claims, or fails and is retried by Airflow.
+    Before, the deadline was never seen in an outage and counts ran back to back."""
+    from datetime import timedelta
+
+    from airflow_atomic_store.triggers import sources
+
+    store.put("jobs", "done", {"status": "done"})
+    attempts = []
+    count = sources.PollingSource._count
+
+    def counted(self: Any) -> Any:
+        attempts.append(1)
+        return count(self)
+
+    monkeypatch.setattr(sources.PollingSource, "_count", counted)
+
+    async def scenario() -> tuple[TriggerEvent | None, int]:
+        trigger = ClaimWaitTrigger(
+            conn_id=store_conn,
+            table="jobs",
+            where=PENDING,
+            poll_interval=1.0,
+            deadline=timestamps.shifted(timedelta(seconds=2.5)),
+        )
+        events = Events(trigger)
+        await asyncio.sleep(0.7)
+        await asyncio.to_thread(postgres_server.shutdown, "immediate")
+        try:
+            before = len(attempts)
+            event = await events.next(8)
+            during = len(attempts) - before
+        finally:
+            await events.aclose()
+            await asyncio.to_thread(postgres_server.start)
+        return event, during
+
+    event, during = _run(scenario())
+    assert event is not None and event.payload["status"] == "timeout"
+    assert event.payload["count"] is None
+    assert during <= 5
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_cancelling_a_trigger_whose_count_waits_on_a_lock_does_not_stall_the_event_loop(
+    store_conn: str, store: AtomicStore, store_url: str
+) -> None:
+    """The triggerer cancels triggers it no longer needs; closing the store waited, on
+    the event loop, for a count inside the store to finish (every trigger stalled)."""
+    import threading
+    import time
+
+    store.put("other", "a", {"status": "done"})  # "jobs" has no id: each count reads the catalog
+
+    async def heartbeat(gaps: list[float]) -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.05)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    def release_later(locker: psycopg.Connection[Any]) -> None:
+        time.sleep(3)
+        locker.rollback()
+
+    async def scenario() -> list[float]:
+        gaps: list[float] = []
+        beat = asyncio.ensure_future(heartbeat(gaps))
+        events = Events(_trigger(store_conn, poll_interval=0.2))
+        await asyncio.sleep(1.0)
+        locker = psycopg.connect(store_url)
+        locker.execute("LOCK TABLE atomic_store_rows_tables IN ACCESS EXCLUSIVE MODE")
+        releaser = threading.Thread(target=release_later, args=(locker,))
+        try:
+            await asyncio.sleep(0.6)  # the next count now waits on the lock, inside the store
+            gaps.clear()
+            releaser.start()
+            await events.aclose()
+            await asyncio.sleep(0.2)
+        finally:
+            await asyncio.to_thread(releaser.join, 30)
+            locker.close()
+            beat.cancel()
+        return gaps
+
+    gaps = _run(scenario())
+    assert max(gaps) < 1.0
