@@ -7,7 +7,8 @@
     │                                nothing was written, retrying cannot fix it
     ├── IdempotencyKeyError          an idempotency key was reused for another
     │                                primitive, table or row; nothing was written
-    ├── ConnectionConfigError        the Airflow connection is missing or unusable
+    ├── ConnectionConfigError        the Airflow connection is missing or unusable;
+    │                                opened read-only, no store is where it points
     │   └── AccessDeniedError        the database refused the credentials or a
     │                                permission (wrong password, pg_hba.conf, no
     │                                CONNECT or table privilege, unknown role or

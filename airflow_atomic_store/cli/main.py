@@ -21,11 +21,10 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from pathlib import Path
 
 from airflow_atomic_store.cli.arguments import COMMANDS, URL_VARIABLE
 from airflow_atomic_store.cli.commands import FOUND, HANDLERS, OK, UNREACHABLE, USAGE
-from airflow_atomic_store.exceptions import AtomicStoreError, SpecError, StoreUnavailableError
+from airflow_atomic_store.exceptions import AtomicStoreError, SpecError
 from airflow_atomic_store.store import AtomicStore
 
 __all__ = ["FOUND", "OK", "UNREACHABLE", "USAGE", "build_parser", "main", "run"]
@@ -110,11 +109,10 @@ def open_store(args: argparse.Namespace) -> AtomicStore:
     if args.url and args.conn_id:
         raise UsageError("give --url or --conn-id, not both")
     url = args.url or (None if args.conn_id else os.environ.get(URL_VARIABLE) or None)
-    if url is not None:
-        _require_sqlite_file(url)
+    if url is not None:  # read-only: a missing store is an error (exit 3), never created
         if args.storage_table:
-            return AtomicStore(url, storage_table=args.storage_table)
-        return AtomicStore(url)
+            return AtomicStore(url, storage_table=args.storage_table, read_only=True)
+        return AtomicStore(url, read_only=True)
     if args.storage_table:
         raise UsageError("--storage-table goes with --url; a connection sets it in its extra")
     # Airflow 3.0 sets up its logging on stdout when first imported; stdout is the
@@ -126,18 +124,7 @@ def open_store(args: argparse.Namespace) -> AtomicStore:
             raise UsageError(
                 f"--conn-id needs Airflow ({exc}); without Airflow give --url or ${URL_VARIABLE}"
             ) from None
-        return AtomicStoreHook(args.conn_id or DEFAULT_CONN_ID).get_conn()
-
-
-def _require_sqlite_file(url: str) -> None:
-    """Inspecting must not create a store: a SQLite path that does not exist is an error."""
-    if url.split("://", 1)[0].split("+", 1)[0] != "sqlite" or "://" not in url:
-        return
-    from airflow_atomic_store.store.sqlite.backend import path_from_url
-
-    path = Path(path_from_url(url))
-    if not path.is_file():
-        raise StoreUnavailableError(f"no SQLite store at {path}")
+        return AtomicStoreHook(args.conn_id or DEFAULT_CONN_ID).open_read_only()
 
 
 def _fail(prog: str, message: str, code: int) -> int:

@@ -110,6 +110,13 @@ class AtomicStoreHook(BaseHook):
         """Return :attr:`store` (the usual hook entry point)."""
         return self.store
 
+    def open_read_only(self) -> AtomicStore:
+        """A new store on the connection, opened only to read (``read_only=True``), as
+        inspection opens it: nothing is created, and where no store is, the first call
+        raises :class:`~airflow_atomic_store.exceptions.ConnectionConfigError`. The
+        caller closes it; :attr:`store` is not touched."""
+        return _open_store(self.conn_id, self._connection(), read_only=True)
+
     def close(self) -> None:
         """Close the store if it was opened; the next call opens it again."""
         store = self.__dict__.pop("store", None)
@@ -163,9 +170,9 @@ _STORE_OPTION_EXTRAS = ("receipt_retention", "notify", "storage_table")
 STORE_EXTRAS = ("auto_claim_sets", *_STORE_OPTION_EXTRAS)
 
 
-def _open_store(conn_id: str, conn: Connection) -> AtomicStore:
+def _open_store(conn_id: str, conn: Connection, *, read_only: bool = False) -> AtomicStore:
     conn_type = (conn.conn_type or "").lower()
-    options = _store_options(conn_id, conn)
+    options = {**_store_options(conn_id, conn), "read_only": read_only}
     if conn_type in ("postgres", "postgresql"):
         connector = _postgres_connector(conn_id, _without_store_extras(conn))
         return AtomicStore.from_connection_factory(

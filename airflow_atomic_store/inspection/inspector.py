@@ -44,7 +44,13 @@ _STATUS_INLINE = (0,)
 
 
 class StoreInspector:
-    """Read-only views of one :class:`AtomicStore` (``StoreInspector(hook.get_conn())`` in Airflow).
+    """Read-only views of one :class:`AtomicStore`.
+
+    Give it a store opened with ``read_only=True`` (``AtomicStore(url, read_only=True)``;
+    in Airflow ``hook.open_read_only()``), as the command line and the UI page do: then
+    nothing is created where no store is, and the first call raises
+    :class:`~airflow_atomic_store.exceptions.ConnectionConfigError`. A store opened for
+    writing creates its schema on first use, this inspector's calls included.
 
     :param clock: the current time (aware UTC); tests pass a fixed one.
     """

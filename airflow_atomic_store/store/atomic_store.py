@@ -72,6 +72,12 @@ class AtomicStore(RowVerbs, QueueViews):
         ``"writes"`` (put, update, upsert; the default), ``"all"`` (claims too) or
         ``"off"`` (triggers then rely on their poll). See docs/backends.md.
         None (not given) is ``"writes"``.
+    :param read_only: open an existing store only to read it, as inspection does
+        (:class:`~airflow_atomic_store.inspection.StoreInspector`, the command line,
+        the UI page): nothing is created or changed (no SQLite file, directory,
+        journal mode or schema; no PostgreSQL DDL, no layout conversion) and the
+        database refuses every write. Where no store is, the first call raises
+        :class:`ConnectionConfigError`.
     """
 
     def __init__(
@@ -85,6 +91,7 @@ class AtomicStore(RowVerbs, QueueViews):
         auto_claim_sets: bool = True,
         receipt_retention: float = DEFAULT_RETENTION_SECONDS,
         notify: str | None = None,
+        read_only: bool = False,
     ) -> None:
         options = {
             "storage_table": storage_table,
@@ -92,12 +99,12 @@ class AtomicStore(RowVerbs, QueueViews):
             "statement_timeout": statement_timeout,
             "busy_timeout": busy_timeout,
             "notify": notify,
+            "read_only": _flag(read_only, "read_only"),
         }
         self._use(open_backend(url, options), auto_claim_sets, receipt_retention)
 
     def _use(self, backend: Backend, auto_claim_sets: bool, receipt_retention: float) -> None:
-        if not isinstance(auto_claim_sets, bool):
-            raise SpecError("auto_claim_sets", f"must be true or false, got {auto_claim_sets!r}")
+        _flag(auto_claim_sets, "auto_claim_sets")
         self._receipt_retention = parse_retention(receipt_retention)
         self._keyed_calls = 0
         self._backend = backend
@@ -128,12 +135,14 @@ class AtomicStore(RowVerbs, QueueViews):
         receipt_retention: float = DEFAULT_RETENTION_SECONDS,
         secrets: Sequence[str] = (),
         notify: str | None = None,
+        read_only: bool = False,
     ) -> AtomicStore:
         """A PostgreSQL store whose connections come from ``connect()``.
 
         This is how the Airflow hook reuses the Postgres provider's connection
         handling (SSL and other extras) instead of re-parsing connection URLs.
-        ``secrets`` (the connection's password) never appear in an error message.
+        ``secrets`` (the connection's password) never appear in an error message;
+        ``read_only`` is the constructor's.
         """
         if dialect not in ("postgresql", "postgres"):
             raise SpecError("dialect", f"connection factories are for PostgreSQL, got {dialect!r}")
@@ -147,6 +156,7 @@ class AtomicStore(RowVerbs, QueueViews):
                 statement_timeout=statement_timeout,
                 secrets=tuple(secret for secret in secrets if secret),
                 notify=parse_notify(DEFAULT_NOTIFY if notify is None else notify),
+                read_only=_flag(read_only, "read_only"),
             ),
             auto_claim_sets=auto_claim_sets,
             receipt_retention=receipt_retention,
@@ -305,3 +315,9 @@ class AtomicStore(RowVerbs, QueueViews):
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _flag(value: object, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise SpecError(name, f"must be true or false, got {value!r}")
+    return value

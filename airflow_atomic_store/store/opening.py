@@ -46,7 +46,7 @@ def _sqlite(url: str, options: dict[str, Any]) -> Backend:
     settings = {"storage_table": options["storage_table"]}
     if options.get("busy_timeout") is not None:
         settings["busy_timeout"] = options["busy_timeout"]
-    return SqliteBackend(path_from_url(url), **settings)
+    return SqliteBackend(path_from_url(url), read_only=options["read_only"], **settings)
 
 
 def _postgres(url: str, options: dict[str, Any]) -> Backend:
@@ -64,6 +64,7 @@ def _postgres(url: str, options: dict[str, Any]) -> Backend:
         statement_timeout=options.get("statement_timeout"),
         secrets=secrets,
         notify=parse_notify(options.get("notify") or DEFAULT_NOTIFY),
+        read_only=options["read_only"],
     )
 
 

@@ -92,6 +92,10 @@ def _location(conn: Any) -> str:
 
 @contextmanager
 def open_store(conn_id: str) -> Iterator[AtomicStore]:
-    """The store behind ``conn_id``, opened as a task would open it, and closed after use."""
-    with AtomicStoreHook(conn_id) as hook:
-        yield hook.get_conn()
+    """The store behind ``conn_id``, opened read-only (a page never creates a store: where
+    none is, the first read raises ``ConnectionConfigError``), and closed after use."""
+    store = AtomicStoreHook(conn_id).open_read_only()
+    try:
+        yield store
+    finally:
+        store.close()

@@ -18,6 +18,7 @@ import pytest
 
 from airflow_atomic_store import AtomicStore
 from airflow_atomic_store.timestamps import shifted
+from tests.support.physical import nowhere_url, store_objects
 
 STALE = {"status": "in_flight", "claimedBy": "dag/run", "claimedAt": shifted(timedelta(hours=-2))}
 
@@ -117,3 +118,18 @@ def test_airflow_atomic_store_runs_the_same_commands_from_3_2(
     rejected = run([*airflow, "rows", "jobs", "--url", store_url, "--where", bad], airflow_home)
     assert rejected.returncode == 2
     assert "airflow atomic-store rows: error: where[0].operator" in rejected.stderr
+
+
+def test_conn_id_where_no_store_is_exits_3_and_nothing_is_created(
+    store_url: str, tmp_path: Path
+) -> None:
+    """As with ``--url``: the connection's store is opened read-only, never created."""
+    url = nowhere_url(store_url, tmp_path)
+    done = run(
+        [sys.executable, "-m", "airflow_atomic_store", "tables", "--conn-id", "typo_store"],
+        {"AIRFLOW_CONN_TYPO_STORE": url},
+    )
+    assert done.returncode == 3, done.stderr
+    assert "no SQLite store at" in done.stderr or "no atomic store" in done.stderr
+    assert store_objects(url) == ([] if url == store_url else None)
+    assert not (tmp_path / "nested").exists()

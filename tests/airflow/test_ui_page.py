@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from airflow_atomic_store import AtomicStore
+from tests.support.physical import nowhere_url, store_objects
 
 # Airflow 3.0's own API models use pydantic's class-based config and classmethod
 # "after" validators, both of which warn under today's pydantic: Airflow's, not ours.
@@ -405,3 +406,20 @@ def test_a_connection_refused_by_name_stays_refused_however_the_request_spells_i
     response = client.get("/api/rows", params={"conn": conn, "table": "payroll"})
     assert response.status_code == 403
     assert "salary" not in response.text
+
+
+def test_a_connection_where_no_store_is_is_a_400_and_nothing_is_created(
+    op: Any, store_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page opens the store read-only: a typo in a connection creates no store."""
+    url = nowhere_url(store_url, tmp_path)
+    monkeypatch.setenv("AIRFLOW_CONN_TYPO_STORE", url)
+    params = {"conn": "typo_store", "table": QUEUE}
+    for route in ("/api/tables", "/api/stats", "/api/rows"):
+        response = op.get(f"{PREFIX}{route}", params=params)
+        assert response.status_code == 400, (route, response.text)
+        assert re.match(r"no (SQLite|atomic) store", response.json()["error"]), route
+    page = op.get(f"{PREFIX}/tables", params=params, headers={"Accept": "text/html"})
+    assert page.status_code == 400 and "store" in page.text
+    assert store_objects(url) == ([] if url == store_url else None)
+    assert not (tmp_path / "nested").exists()

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ import pytest
 
 from airflow_atomic_store import AtomicStore
 from airflow_atomic_store.timestamps import shifted
+from tests.support.physical import journal_mode, nowhere_url, store_objects
 
 PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
 
@@ -286,3 +289,45 @@ def test_a_password_is_never_printed(postgres_server: Any) -> None:
             assert "Cl1-right-secret" not in shown and "Cl1-wrong-one" not in shown
     finally:
         postgres_server.drop_user_schema(role)
+
+
+# -- read-only: a missing store is exit 3, and nothing is created ---------------------------
+
+
+def test_a_store_that_does_not_exist_exits_3_and_nothing_is_created(
+    store_url: str, tmp_path: Path
+) -> None:
+    url = nowhere_url(store_url, tmp_path)
+    explain = ["explain-claim", "jobs", "--where", json.dumps(PENDING)]
+    for command in (["tables"], ["stats", "jobs"], explain):
+        done = cli(*command, "--url", url)
+        assert done.returncode == 3, (command, done.stderr)
+        assert "no SQLite store at" in done.stderr or "no atomic store" in done.stderr
+        assert done.stdout == ""
+    assert store_objects(url) == ([] if url == store_url else None)
+    assert not (tmp_path / "nested").exists()
+
+
+def test_a_mistyped_storage_table_exits_3_and_creates_nothing(
+    queue: str, store: AtomicStore
+) -> None:
+    before = store_objects(queue)
+    done = cli("tables", "--url", queue, "--storage-table", "typo_rows")
+    assert done.returncode == 3, done.stderr
+    assert "no table 'typo_rows'" in done.stderr
+    assert store_objects(queue) == before
+
+
+def test_a_sqlite_file_that_is_not_a_store_exits_3_and_is_left_as_it_was(tmp_path: Path) -> None:
+    """Airflow's own SQLite metadata database, given by mistake; and an empty file."""
+    foreign, empty = tmp_path / "airflow.db", tmp_path / "empty.db"
+    with closing(sqlite3.connect(foreign)) as conn, conn:
+        conn.execute("CREATE TABLE dag (dag_id TEXT)")
+    empty.touch()
+    for path in (foreign, empty):
+        done = cli("tables", "--url", f"sqlite:///{path}")
+        assert done.returncode == 3, done.stderr
+        assert f"no atomic store in {path}" in done.stderr
+    assert store_objects(f"sqlite:///{foreign}") == ["dag"]
+    assert journal_mode(foreign) == "delete"
+    assert empty.stat().st_size == 0

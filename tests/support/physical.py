@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import closing
+from pathlib import Path
 
 PHYSICAL_TABLE = "atomic_store_rows"
 #: A PostgreSQL condition on the rows table: the rows of the logical table bound to ``%s``.
@@ -49,3 +50,36 @@ def index_names(url: str, table: str = PHYSICAL_TABLE) -> set[str]:
                 "SELECT indexname FROM pg_indexes WHERE tablename = %s", (table,)
             ).fetchall()
     return {name for (name,) in rows}
+
+
+def store_objects(url: str) -> list[str] | None:
+    """Every table and index where ``url``'s store is or would be, read without creating
+    any: the SQLite file's (None when there is no file) or the PostgreSQL role's schema's."""
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///"))
+        if not path.exists():
+            return None
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+            return sorted(name for (name,) in conn.execute("SELECT name FROM sqlite_master"))
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT relname FROM pg_class WHERE relnamespace = "
+            "(SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
+        ).fetchall()
+    return sorted(name for (name,) in rows)
+
+
+def journal_mode(path: Path) -> str:
+    """A SQLite file's journal mode, read without changing it."""
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+        return str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+
+
+def nowhere_url(store_url: str, tmp_path: Path) -> str:
+    """A URL where no store is (nothing has opened ``store_url`` yet): the test's fresh
+    PostgreSQL schema, or a SQLite file two missing directories under ``tmp_path``."""
+    if store_url.startswith("sqlite:///"):
+        return f"sqlite:///{tmp_path / 'nested' / 'dir' / 'store.db'}"
+    return store_url

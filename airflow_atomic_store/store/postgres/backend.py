@@ -50,6 +50,7 @@ class PostgresBackend(PostgresConnection):
         statement_timeout: float | None = None,
         secrets: tuple[str, ...] = (),
         notify: frozenset[str] = NOTIFY_MODES[DEFAULT_NOTIFY],
+        read_only: bool = False,
     ) -> None:
         table_name = check_storage_table(storage_table)
         super().__init__(
@@ -57,6 +58,7 @@ class PostgresBackend(PostgresConnection):
             table_name=table_name,
             secrets=secrets,
             timeouts={"lock_timeout": lock_timeout, "statement_timeout": statement_timeout},
+            read_only=read_only,
         )
         self._sql = StatementCompiler(table_name, notify)
         self._ids = TableIds(table_name)

@@ -1,4 +1,8 @@
-"""The PostgreSQL backend's one connection: opened lazily, set up, errors translated."""
+"""The PostgreSQL backend's one connection: opened lazily, set up, errors translated.
+
+Opened read-only (for inspection), the session is ``default_transaction_read_only``
+and the schema is only probed: no DDL, no first-layout conversion.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import tuple_row
 
-from airflow_atomic_store.exceptions import AtomicStoreError
+from airflow_atomic_store.exceptions import AtomicStoreError, ConnectionConfigError
 from airflow_atomic_store.store.compiler import WhereCompiler
 from airflow_atomic_store.store.postgres import claim_sets, schema, session
 from airflow_atomic_store.store.postgres.errors import translate
@@ -35,6 +39,8 @@ class PostgresConnection:
     :param secrets: strings (the password) scrubbed from every message.
     :param timeouts: ``lock_timeout`` and ``statement_timeout`` in seconds, or None;
         checked here, before any I/O, whichever way the store was made.
+    :param read_only: only read an existing store (:meth:`_require_store`); the
+        server refuses every write of the session.
     """
 
     def __init__(
@@ -44,8 +50,10 @@ class PostgresConnection:
         table_name: str,
         secrets: tuple[str, ...],
         timeouts: dict[str, float | None],
+        read_only: bool = False,
     ) -> None:
         self._connect = connect
+        self._read_only = read_only
         self._secrets = secrets
         self._table_name = table_name
         self._timeouts = session.parse_timeouts(timeouts)
@@ -74,7 +82,13 @@ class PostgresConnection:
                             sql.Literal(name), sql.Literal(f"{milliseconds}ms")
                         )
                     )
-            self._ensure_schema(connection)
+            if self._read_only:
+                connection.execute(
+                    "SELECT set_config('default_transaction_read_only', 'on', false)"
+                )
+                self._require_store(connection)
+            else:
+                self._ensure_schema(connection)
         except BaseException:
             connection.close()
             raise
@@ -115,6 +129,32 @@ class PostgresConnection:
                 self._convert_to_table_ids(connection)
         if missing_tables:
             self._schema_created()
+
+    def _require_store(self, connection: psycopg.Connection[Any]) -> None:
+        """Refuse a database without this release's store: inspection reads, never converts.
+
+        A missing rows table (no store here, or a mistyped storage table) would
+        otherwise read as an empty store, or be created.
+        """
+        name = self._table_name
+        needed = [schema.tables_catalog_name(name), name, f"{name}_claim_sets"]
+        missing, _, first_layout = self._schema_missing(connection, needed)
+        if name in missing:
+            raise ConnectionConfigError(
+                f"no atomic store in this database: no table {name!r} where the search path "
+                "resolves (not a store, or another storage table); inspection creates nothing"
+            )
+        if first_layout:
+            raise AtomicStoreError(
+                f"PostgreSQL store error: {name} has the first layout (rows keyed by table "
+                "name); a store opened for writing (any task of this release) converts it on "
+                "first use; inspection reads only this release's layout and changed nothing"
+            )
+        if missing:
+            raise AtomicStoreError(
+                f"PostgreSQL store error: {name} has no {', '.join(missing)}; a store opened "
+                "for writing (any task) completes it; inspection changed nothing"
+            )
 
     def _refuse_rows_without_catalog(self, connection: psycopg.Connection[Any]) -> None:
         """Rows keyed by table ids whose catalog is gone (dropped, or left out of a restore).

@@ -54,8 +54,14 @@ class SqliteBackend(SqliteConnection):
         *,
         storage_table: str,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        read_only: bool = False,
     ) -> None:
-        super().__init__(path, table=check_storage_table(storage_table), busy_timeout=busy_timeout)
+        super().__init__(
+            path,
+            table=check_storage_table(storage_table),
+            busy_timeout=busy_timeout,
+            read_only=read_only,
+        )
         self._sql = StatementCompiler(self._table)
 
     def notify_channel(self, table: str) -> str | None:

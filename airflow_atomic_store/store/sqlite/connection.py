@@ -1,4 +1,8 @@
-"""The SQLite backend's one connection: opened lazily, WAL, schema, transactions."""
+"""The SQLite backend's one connection: opened lazily, WAL, schema, transactions.
+
+Opened read-only (for inspection), the file is opened with ``mode=ro`` and must
+already hold a store: no directory, journal mode or schema is made or changed.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,17 @@ import random
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
-from airflow_atomic_store.exceptions import AtomicStoreError, StoreUnavailableError
+from airflow_atomic_store.exceptions import (
+    AtomicStoreError,
+    ConnectionConfigError,
+    StoreUnavailableError,
+)
 from airflow_atomic_store.store.sqlite.where import register_functions
 
 DEFAULT_BUSY_TIMEOUT = 60.0
@@ -32,16 +41,23 @@ class SqliteConnection:
     :param path: the store file (its directory is created if missing).
     :param table: the storage table (validated).
     :param busy_timeout: seconds a writer waits for the write lock.
+    :param read_only: open an existing store with ``mode=ro`` and create nothing
+        (:meth:`_open_read_only`); SQLite itself then refuses every write.
     """
 
-    def __init__(self, path: str, *, table: str, busy_timeout: float) -> None:
+    def __init__(
+        self, path: str, *, table: str, busy_timeout: float, read_only: bool = False
+    ) -> None:
         self._path = path
         self._table = table
         self._busy_timeout = busy_timeout
+        self._read_only = read_only
         self._connection: sqlite3.Connection | None = None
         self._lock = threading.RLock()
 
     def _open(self) -> sqlite3.Connection:
+        if self._read_only:
+            return self._open_read_only()
         parent = Path(self._path).parent
         parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(
@@ -59,6 +75,51 @@ class SqliteConnection:
             connection.close()
             raise
         return connection
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """The existing store file, ``mode=ro``: a missing file or store is an error.
+
+        Checked before connecting, since even ``mode=ro`` can create nothing but
+        still reports a missing file as "unable to open", which reads as an outage.
+        """
+        path = Path(self._path)
+        if not path.is_file():
+            raise ConnectionConfigError(
+                f"no SQLite store at {path}: the file does not exist "
+                "(inspection opens a store read-only and creates nothing)"
+            )
+        uri = f"file:{urllib.parse.quote(str(path.absolute()))}?mode=ro"
+        connection = sqlite3.connect(
+            uri, uri=True, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            register_functions(connection)
+            self._require_store(connection)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _require_store(self, connection: sqlite3.Connection) -> None:
+        """Refuse a file without this store's tables (another program's database, a
+        mistyped storage table): reading it would show an empty store."""
+        needed = (self._table, f"{self._table}_claim_sets")  # what inspection reads
+        present = {
+            name
+            for (name,) in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?)", needed
+            )
+        }
+        if self._table not in present:
+            raise ConnectionConfigError(
+                f"no atomic store in {self._path}: it has no table {self._table!r} (not a "
+                "store, or another storage table); inspection opened it read-only, unchanged"
+            )
+        if needed[1] not in present:
+            raise AtomicStoreError(
+                f"SQLite store error: {self._path} has no table {needed[1]!r}; a store "
+                "opened for writing (any task) completes it, inspection changes nothing"
+            )
 
     def _ensure_schema(self, connection: sqlite3.Connection) -> None:
         """Create the table and its indexes unless they exist; only then take the write lock.
@@ -122,6 +183,10 @@ class SqliteConnection:
         it reads, as ``BEGIN IMMEDIATE`` does; the explicit pair would only add
         two round trips.
         """
+        if self._read_only and (write or alone):
+            raise AtomicStoreError(
+                f"SQLite store error: {self._path} was opened read-only (for inspection)"
+            )
         with self._lock:
             try:
                 if self._connection is None:
