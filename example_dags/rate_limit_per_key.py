@@ -64,7 +64,8 @@ def rate_limit_per_key() -> None:
         params = context["params"]
         with AtomicStoreHook(params["conn_id"]) as hook:
             reserved_at = time.time()
-            slot, was_stale = reserve_slot(hook, params, task_instance_key(context))
+            try_key = f"{task_instance_key(context)}/try-{context['ti'].try_number}"
+            slot, was_stale = reserve_slot(hook, params, try_key)
             while (wait := slot - time.time()) > 0:
                 time.sleep(wait)
             called_at = time.time()  # the external call would start here
@@ -89,8 +90,12 @@ def reserve_slot(
 ) -> tuple[float, bool]:
     """Take the next free slot of ``params["key"]``; say whether a stale slot was reset.
 
-    Both steps are keyed by the task instance (``task_key``), so a retry of the task
-    gets back the slot its first try reserved instead of reserving a second one.
+    Both steps are keyed by the try (``task_key``: the task instance and its try
+    number), not by the task instance alone. A retry comes minutes later: the slot
+    its first try reserved has passed, and meanwhile another caller may have reset
+    the stale slot to now and called. Replaying the old slot would call at once,
+    next to that caller. A slot a failed try reserved and did not use is wasted:
+    that is safe, a slot used twice is not.
     """
     table, key, interval = params["table"], params["key"], params["interval_seconds"]
     now = time.time()

@@ -3,6 +3,7 @@ test_when_runs_overlap.py)."""
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -58,3 +59,34 @@ def test_a_stale_slot_is_reset_to_now_so_a_quiet_key_does_not_burst(
     assert before <= call["slot"] <= call["calledAt"] <= after
     with AtomicStore(store_url) as store:
         assert store.get("call_slots", "partner") == {"nextSlotAt": call["slot"] + INTERVAL}
+
+
+def test_a_retry_reserves_a_new_slot_rather_than_replay_one_that_has_passed(
+    run_dag: RunDag, conf: dict[str, Any], store_url: str
+) -> None:
+    """A retry comes minutes after its first try: replaying that try's slot would call
+    at once, next to whoever reset the stale slot meanwhile. The reservation is keyed
+    by the try, so try 2 reserves anew (a wasted slot keeps the spacing)."""
+    partner = {**conf, "key": "partner", "interval_seconds": INTERVAL}
+    run = run_dag(example_dag("rate_limit_per_key"), conf=partner)
+    assert run.state == "success"
+    first_try = run.xcom("call_at_slot")
+    task_key = f"{run.dag_id}/{run.run_id}/call_at_slot/-1"
+    advance = [{"field": "nextSlotAt", "operation": "increment", "value": INTERVAL}]
+    with AtomicStore(store_url) as store:
+        # The DAG reserved under its try's key: calling with that key replays.
+        replay = store.atomic_update(
+            "call_slots", "partner", mutations=advance, idempotency_key=f"{task_key}/try-1/reserve"
+        )
+        assert replay["replayed"] is True
+        assert replay["value"]["nextSlotAt"] == first_try["slot"] + INTERVAL
+        # Minutes later another caller resets the stale slot and calls; then try 2.
+        store.put("call_slots", "partner", {"nextSlotAt": time.time() - 600})
+    from airflow_atomic_store import AtomicStoreHook
+
+    reserve_slot = importlib.import_module("rate_limit_per_key").reserve_slot  # the DAG's own
+    params = {"table": "call_slots", "key": "partner", "interval_seconds": INTERVAL}
+    with AtomicStoreHook(partner["conn_id"]) as hook:
+        other, _ = reserve_slot(hook, params, f"{run.dag_id}/other-run/call_at_slot/-1/try-1")
+        retry, _ = reserve_slot(hook, params, f"{task_key}/try-2")
+    assert retry >= other + INTERVAL > first_try["slot"]
