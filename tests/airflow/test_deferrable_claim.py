@@ -104,13 +104,12 @@ def test_a_deferrable_claim_that_waits_in_vain_returns_empty_and_short_circuits(
 def _conn_with_extras(
     monkeypatch: pytest.MonkeyPatch, conn_id: str, store_url: str, **extras: object
 ) -> str:
-    """A connection to ``store_url`` in JSON form, so extras keep their types."""
+    """A connection to ``store_url`` whose extras keep their types (``__extra__`` JSON)."""
     from airflow.models.connection import Connection
 
-    parsed = Connection(conn_id=conn_id, uri=store_url)
-    fields = ("conn_type", "host", "port", "login", "password", "schema")
-    value = {name: getattr(parsed, name) for name in fields} | {"extra": extras}
-    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(value))
+    connection = Connection(conn_id=conn_id, uri=store_url)
+    connection.set_extra(json.dumps(extras))
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", connection.get_uri())
     return conn_id
 
 
