@@ -1,7 +1,9 @@
-"""The per-row work shared by the queue dispatcher and the stale-claim recovery DAGs.
+"""The per-row work shared by the queue dispatchers and the stale-claim recovery DAGs.
 
-Both DAGs claim rows of the queue and then process every claimed row the same way
-("process exactly as in the main drain"), so that processing lives here, once.
+They all claim rows of a queue and then process every claimed row the same way
+("process exactly as in the main drain"), so that processing lives here, once, as
+does the recovery DAG itself (``stale_claim_recovery``): each queue table gets one,
+built here for its table.
 The mapped tasks are handed only the claimed keys and read each row from the store,
 so a claimed batch is kept once in Airflow's metadata DB (the claim's XCom), however
 large its payloads.
@@ -25,11 +27,13 @@ that every item was processed exactly once.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from airflow.sdk import Param, XComArg, get_current_context, task
+from airflow.sdk import DAG, Param, XComArg, dag, get_current_context, task
 
 from airflow_atomic_store import AtomicClaimOperator, AtomicStoreHook, timestamps
 from airflow_atomic_store.templating import execution_id
@@ -53,6 +57,77 @@ QUEUE_PARAMS: dict[str, Any] = {
     ),
 }
 """Parameters every queue-draining DAG takes; a run's conf can override each one."""
+
+
+def queue_params(table: str, effects_table: str, conn_id: str = "atomic_store_default") -> dict:
+    """``QUEUE_PARAMS`` with the defaults of one queue: its store and its two tables."""
+    return {
+        **QUEUE_PARAMS,
+        "conn_id": Param(conn_id, type="string", description="the store's connection"),
+        "table": Param(table, type="string", description="the queue's table"),
+        "effects_table": Param(
+            effects_table,
+            type="string",
+            description="one row per item whose side effect was performed (process-once guard)",
+        ),
+    }
+
+
+def stale_claim_recovery(
+    dag_id: str, *, table: str, effects_table: str, conn_id: str = "atomic_store_default"
+) -> DAG:
+    """The scheduled stale-claim recovery DAG ``dag_id`` of one queue.
+
+    A recovery pass reclaims only the table its params name, and the scheduler runs
+    it with its defaults, never with a dispatcher's conf: every queue needs a DAG of
+    its own, with the ``table``, ``effects_table`` (and ``conn_id``) its dispatcher uses.
+    """
+
+    @dag(
+        dag_id=dag_id,
+        schedule=timedelta(minutes=15),
+        start_date=datetime(2025, 1, 1, tzinfo=timezone.utc),
+        catchup=False,
+        max_active_runs=1,
+        tags=["atomic-store", "recipe"],
+        params={
+            **queue_params(table, effects_table, conn_id),
+            "stale_after_seconds": Param(
+                600, type="number", minimum=0, description="re-claim rows claimed longer ago"
+            ),
+            "batch_size": Param(100, type="integer", minimum=1, maximum=1000),
+        },
+    )
+    def recovery() -> None:
+        # [START reclaim]
+        reclaim = AtomicClaimOperator(
+            task_id="reclaim",
+            conn_id="{{ params.conn_id }}",
+            table="{{ params.table }}",
+            where=[
+                {"field": "status", "operator": "equals", "value": "in_flight"},
+                {
+                    "field": "claimedAt",
+                    "operator": "lt",
+                    "value": "{{ atomic.ago(seconds=params.stale_after_seconds) }}",
+                },
+            ],
+            mutations=[  # the default claim mutation, plus a count of recoveries
+                {"field": "status", "operation": "set", "value": "in_flight"},
+                {"field": "claimedAt", "operation": "set", "value": "{{ atomic.now }}"},
+                {"field": "claimedBy", "operation": "set", "value": "{{ atomic.execution_id }}"},
+                {"field": "recoveries", "operation": "increment", "value": 1},
+            ],
+            limit="{{ params.batch_size }}",
+        )
+        process_claimed_rows(reclaim)  # exactly as the dispatcher processes its rows
+        # [END reclaim]
+
+    recovery_dag = recovery()
+    # Airflow takes a DAG's file from the frame that built it (here, an ignored helper):
+    # the DAG belongs to the DAG file that called this, which the DAG processor re-parses.
+    recovery_dag.fileloc = sys._getframe(1).f_code.co_filename
+    return recovery_dag
 
 
 # [START process_row]

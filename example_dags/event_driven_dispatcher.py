@@ -13,10 +13,18 @@ claim, so a run that arrives late, or a second run for the same work, claims wha
 left (possibly nothing, and then it short-circuits). The triggerer must run
 (``airflow triggerer``).
 
+A run that dies after its claim leaves its rows ``in_flight``, which neither the
+watcher (it counts ``pending`` rows) nor any dispatcher run claims again:
+``event_ops_stale_claim_recovery`` re-claims them on its own schedule, built by the
+same factory as ``stale_claim_recovery`` (which serves ``pending_ops`` only). Every
+queue table needs its own scheduled recovery with matching ``table`` and
+``effects_table``.
+
 Try it::
 
     airflow triggerer &
     airflow dags unpause event_driven_dispatcher
+    airflow dags unpause event_ops_stale_claim_recovery
     airflow dags trigger event_producer --conf '{"count": 25}'
 """
 
@@ -25,7 +33,12 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from _queue_processing import QUEUE_PARAMS, process_claimed_rows
+from _queue_processing import (
+    QUEUE_PARAMS,
+    process_claimed_rows,
+    queue_params,
+    stale_claim_recovery,
+)
 from airflow.sdk import Asset, AssetWatcher, Param, dag, task
 
 from airflow_atomic_store import AtomicClaimOperator, AtomicStoreHook
@@ -33,7 +46,7 @@ from airflow_atomic_store.templating import execution_id
 from airflow_atomic_store.triggers import ClaimableRowsTrigger
 
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)
-TABLE = "event_ops"
+TABLE, EFFECTS_TABLE = "event_ops", "event_ops_effects"
 PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
 
 # [START watcher]
@@ -53,15 +66,7 @@ event_ops_work = Asset(
 )
 # [END watcher]
 
-EVENT_PARAMS: dict[str, Any] = {
-    **QUEUE_PARAMS,
-    "table": Param(TABLE, type="string", description="the queue's table"),
-    "effects_table": Param(
-        f"{TABLE}_effects",
-        type="string",
-        description="one row per item whose side effect was performed (process-once guard)",
-    ),
-}
+EVENT_PARAMS: dict[str, Any] = queue_params(TABLE, EFFECTS_TABLE)
 
 
 @dag(
@@ -125,3 +130,10 @@ def event_driven_dispatcher() -> None:
 
 event_producer_dag = event_producer()
 event_driven_dispatcher_dag = event_driven_dispatcher()
+
+# [START recovery]
+# The dispatcher's claimed rows, should a run die: this queue's own scheduled recovery.
+event_ops_recovery_dag = stale_claim_recovery(
+    "event_ops_stale_claim_recovery", table=TABLE, effects_table=EFFECTS_TABLE
+)
+# [END recovery]

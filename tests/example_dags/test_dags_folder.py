@@ -9,6 +9,7 @@ from devkit.examples import EXAMPLE_DAGS, example_dags
 DAG_IDS = [
     "cross_run_counter",
     "event_driven_dispatcher",
+    "event_ops_stale_claim_recovery",
     "event_producer",
     "leader_lease",
     "process_event_once",

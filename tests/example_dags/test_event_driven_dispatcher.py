@@ -2,6 +2,8 @@
 
 The watcher's trigger is run as the triggerer runs it (pointed at this test's
 store), and its event is followed by a dispatcher run, as the scheduler would start.
+A dispatcher run that dies after its claim is recovered by event_ops' own
+stale-claim recovery DAG.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ import asyncio
 import importlib
 import json
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
+from airflow_atomic_store import AtomicStore
 from airflow_atomic_store.triggers import ClaimableRowsTrigger
 from devkit.dagrun import DagRunResult
 from devkit.examples import example_dag, stored_rows
@@ -94,3 +98,69 @@ def test_work_arriving_fires_the_watcher_and_one_run_processes_each_item_once(
     assert sorted(effects) == sorted(rows)
     assert {effect["attempts"] for effect in effects.values()} == {1}
     assert {effect["performedBy"] for effect in effects.values()} == {run.execution_id}
+
+
+def test_the_event_queue_has_its_own_scheduled_recovery_for_its_tables() -> None:
+    dispatcher = example_dag("event_driven_dispatcher")
+    recovery = example_dag("event_ops_stale_claim_recovery")
+    pending_ops_recovery = example_dag("stale_claim_recovery")
+
+    # The scheduler runs a recovery with its defaults: they must name this queue's tables.
+    for param in ("table", "effects_table"):
+        assert recovery.params[param] == dispatcher.params[param], param
+    assert (recovery.params["table"], recovery.params["effects_table"]) == (
+        "event_ops",
+        "event_ops_effects",
+    )
+    assert recovery.schedule == pending_ops_recovery.schedule == timedelta(minutes=15)
+    assert recovery.max_active_runs == 1
+    assert recovery.task_dict.keys() == pending_ops_recovery.task_dict.keys()  # one definition
+    assert recovery.fileloc == dispatcher.fileloc  # parsed (and re-parsed) with its queue
+
+
+def test_rows_claimed_by_a_dead_dispatcher_run_are_reclaimed_and_processed_once_by_recovery(
+    run_dag: RunDag, conf: dict[str, Any], store_url: str
+) -> None:
+    dispatcher = example_dag("event_driven_dispatcher")
+    enqueued = run_dag(example_dag("event_producer"), conf={**conf, "count": 3})
+    # A dispatcher run's drain, as its task claims, then the run dies (its worker killed
+    # before the mapped tasks ran); it had performed evt-0000's side effect already.
+    dead = "event_driven_dispatcher/asset_triggered__dead"
+    with AtomicStore(store_url) as store:
+        drain = dispatcher.get_task("drain")
+        claim = store.atomic_claim("event_ops", where=drain.where, limit=10, execution_id=dead)
+        store.put("event_ops_effects", "evt-0000", {"performedBy": dead, "outcome": "done"})
+    assert [row["key"] for row in claim["claimed"]] == enqueued.xcom("enqueue")
+
+    # Neither another dispatcher run nor the pending_ops recovery ever takes them.
+    late = run_dag(dispatcher, conf=conf)
+    elsewhere = run_dag(
+        example_dag("stale_claim_recovery"), conf={**conf, "stale_after_seconds": 0}
+    )
+    assert late.xcom("drain")["count"] == elsewhere.xcom("reclaim")["count"] == 0
+    assert {row["status"] for row in stored_rows(store_url, "event_ops").values()} == {"in_flight"}
+
+    recovery = example_dag("event_ops_stale_claim_recovery")
+    too_fresh = run_dag(recovery, conf={**conf, "stale_after_seconds": 3600})
+    recovered = run_dag(recovery, conf={**conf, "stale_after_seconds": 0})
+
+    assert too_fresh.state == recovered.state == "success"
+    assert too_fresh.xcom("reclaim")["count"] == 0
+    assert [row["key"] for row in recovered.xcom("reclaim")["claimed"]] == enqueued.xcom("enqueue")
+    rows = stored_rows(store_url, "event_ops")
+    assert {key: row["status"] for key, row in rows.items()} == {
+        f"evt-000{n}": "done" for n in range(3)
+    }
+    assert {row["claimedBy"] for row in rows.values()} == {recovered.execution_id}
+    assert {row["recoveries"] for row in rows.values()} == {1}
+    # Its effects table is the dispatcher's: what the dead run performed is not done again.
+    effects = stored_rows(store_url, "event_ops_effects")
+    assert rows["evt-0000"]["effect"] == f"already performed by {dead}"
+    assert effects["evt-0000"] == {"performedBy": dead, "outcome": "done"}
+    for key in ("evt-0001", "evt-0002"):
+        assert rows[key]["effect"] == "performed"
+        assert (effects[key]["performedBy"], effects[key]["attempts"]) == (
+            recovered.execution_id,
+            1,
+        )
+    assert stored_rows(store_url, "pending_ops_effects") == {}
