@@ -56,15 +56,17 @@ class QueueViews:
         match: str = "all",
         *,
         at_most: int = 1000,
+        order_by: str = "createdAt",
+        direction: str = "asc",
     ) -> dict[str, Any]:
-        """``{"count": n, "first": key}``: :meth:`count`, and the key a FIFO claim takes next.
+        """``{"count": n, "first": key}``: :meth:`count`, and the key a claim in this order takes next.
 
-        ``first`` is None when nothing matches. A trigger compares it between
-        counts: a different first key means the queue's head was consumed, even
-        if as many rows arrived meanwhile and the count did not move.
+        ``first`` is None when nothing matches. A trigger remembers it when it
+        fires: once that row no longer matches, a claim has taken it, even if as
+        many rows arrived meanwhile and the count did not move.
         """
         table, conditions, mode, ordering, cap, chosen = self._backlog_spec(
-            table, where, match, at_most
+            table, where, match, at_most, order_by, direction
         )
         try:
             count, first = self._backend.count(table, conditions, mode, ordering, cap, chosen)
@@ -80,6 +82,8 @@ class QueueViews:
         match: str = "all",
         *,
         at_most: int = 1000,
+        order_by: str = "createdAt",
+        direction: str = "asc",
     ) -> tuple[bytes | str, list[Any]]:
         """:meth:`backlog`'s statement and parameters, for a connection of the caller's.
 
@@ -87,7 +91,9 @@ class QueueViews:
         watched table holds one connection without opening a new one per count.
         The result row is ``(count, first key)``.
         """
-        return self._backend.count_query(*self._backlog_spec(table, where, match, at_most))
+        return self._backend.count_query(
+            *self._backlog_spec(table, where, match, at_most, order_by, direction)
+        )
 
     def notify_channel(self, table: str) -> str | None:
         """The channel to ``LISTEN`` on for writes to ``table``; None on SQLite.
@@ -98,13 +104,13 @@ class QueueViews:
         return self._backend.notify_channel(parse_table(table))
 
     def _backlog_spec(
-        self, table: str, where: Any, match: str, at_most: int
+        self, table: str, where: Any, match: str, at_most: int, order_by: str, direction: str
     ) -> tuple[str, Any, str, Any, int, Any]:
         """The backlog's parsed arguments and the claimable set that serves its filter."""
         table = parse_table(table)
         conditions, mode = parse_where(where), parse_match(match)
         cap = parse_limit(at_most, QUERY_LIMIT, field="at_most")
-        ordering = parse_ordering("createdAt", "asc")
+        ordering = parse_ordering(order_by, direction)
         chosen = self._claim_sets.for_claim(
             table, conditions, mode, ordering.column, may_declare=False
         )

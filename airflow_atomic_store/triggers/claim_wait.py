@@ -73,7 +73,7 @@ class ClaimWaitTrigger(BaseTrigger):
             status, at = min(self._ends.items(), key=lambda end: (end[1], end[0] != "timeout"))
             deadline = time.monotonic() + max(0.0, at - time.time())
         async with aclosing(counts(watch, self.log, deadline=deadline)) as stream:
-            async for count, _ in stream:
+            async for count, _, _ in stream:
                 if count >= watch.min_rows:
                     yield self._event("rows", count)
                     return

@@ -9,13 +9,17 @@ The trigger fires when it is *armed* and at least ``min_rows`` rows match, and i
 then disarmed. It re-arms when the runs it caused have visibly drained work:
 
 * the count falls below ``min_rows`` (the queue is drained: the next row fires at once);
-* or the queue's head moved: the row a FIFO claim takes next is another one than
-  when it fired (the run claimed; the rows still matching are ones it did not
-  take, arrivals after its claim or beyond its ``limit``, so it fires again for
-  them at once). The head tells a claim apart from a quiet queue even when as
-  many rows arrived as were claimed, and without claims having to notify;
+* or the row it announced as next no longer matches: the row the dispatcher's
+  claim (in ``order_by``/``direction``, the claim's own order) takes next when
+  it fired was taken (the run claimed; the rows still matching are ones it did
+  not take, arrivals after its claim or beyond its ``limit``, so it fires again
+  for them at once). That marker tells a claim apart from a quiet queue even
+  when as many rows arrived as were claimed, when the count is capped (a
+  backlog over 1000 rows), and without claims having to notify. It is not "the
+  head moved": in a LIFO order (``direction="desc"``) every arrival becomes the
+  head. The marker is looked up only when the head changed since the last count;
 * or the count falls below the highest count seen since it fired (rows left the
-  filter in another order than FIFO);
+  filter in another order than the claim's);
 * or ``rearm_after`` seconds pass with the count never falling (the run failed,
   or has not started): it fires again, once per ``rearm_after``.
 
@@ -39,8 +43,9 @@ from typing import Any
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from airflow_atomic_store import timestamps
+from airflow_atomic_store.exceptions import StoreUnavailableError
 from airflow_atomic_store.spec.watch import parse_seconds
-from airflow_atomic_store.triggers.watching import WatchArguments, counts
+from airflow_atomic_store.triggers.watching import StillMatches, WatchArguments, counts
 
 #: Seconds before a fired trigger fires again for work nobody claimed (see the module doc).
 DEFAULT_REARM_AFTER = 120.0
@@ -53,16 +58,25 @@ class Arming:
 
     armed: bool = True
     peak: int = 0  # the highest count seen since the last event
-    head: str | None = None  # the first matching row's key when it fired
+    head: str | None = None  # the row the claim took next when it fired: the marker
     fired_at: float = 0.0  # wall-clock seconds of the last event
 
     def after(
-        self, count: int, head: str | None, min_rows: int, now: float, rearm_after: float
+        self,
+        count: int,
+        head: str | None,
+        taken: bool,
+        min_rows: int,
+        now: float,
+        rearm_after: float,
     ) -> tuple[Arming, bool]:
-        """The next state, and whether to fire, after a count at ``now``."""
+        """The next state, and whether to fire, after a count at ``now``.
+
+        ``taken``: the marker row (``self.head``) no longer matches.
+        """
         if count < min_rows:
             return Arming(armed=True, peak=count), False
-        drained = count < self.peak or head != self.head
+        drained = count < self.peak or taken
         if self.armed or drained or now - self.fired_at >= rearm_after:
             return Arming(armed=False, peak=count, head=head, fired_at=now), True
         return replace(self, peak=max(self.peak, count)), False
@@ -120,6 +134,9 @@ class ClaimableRowsTrigger(BaseEventTrigger):
     :param poll_interval: seconds between counts when nothing wakes the trigger.
     :param rearm_after: seconds after an event before work that nobody claimed
         fires again (see the module docstring).
+    :param order_by: the dispatcher's claim's ``order_by`` (``createdAt`` or
+        ``recordTimestamp``): the trigger watches the row that claim takes next.
+    :param direction: the dispatcher's claim's ``direction`` (``asc`` or ``desc``).
     """
 
     def __init__(
@@ -132,24 +149,44 @@ class ClaimableRowsTrigger(BaseEventTrigger):
         min_rows: int = 1,
         poll_interval: float = 2.0,
         rearm_after: float = DEFAULT_REARM_AFTER,
+        order_by: str = "createdAt",
+        direction: str = "asc",
     ) -> None:
         super().__init__()
-        self.watch = WatchArguments.parse(conn_id, table, where, match, min_rows, poll_interval)
+        self.watch = WatchArguments.parse(
+            conn_id, table, where, match, min_rows, poll_interval, order_by, direction
+        )
         self.rearm_after = parse_seconds(rearm_after, "rearm_after", (0.0, 86_400.0))
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {**self.watch.to_kwargs(), "rearm_after": self.rearm_after},
+            {
+                **self.watch.to_kwargs(),
+                "rearm_after": self.rearm_after,
+                "order_by": self.watch.order_by,
+                "direction": self.watch.direction,
+            },
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         watch = self.watch
         state = await self._load()
+        last_head: str | None = None
         async with aclosing(counts(watch, self.log)) as stream:
-            async for count, head in stream:
+            async for count, head, still_matches in stream:
+                taken = False
+                if (
+                    not state.armed
+                    and count >= watch.min_rows
+                    and state.head is not None
+                    and head != state.head
+                    and head != last_head  # nothing happened since the last look
+                ):
+                    taken = await _taken(still_matches, state.head)
+                last_head = head
                 now = time.time()
-                after, fire = state.after(count, head, watch.min_rows, now, self.rearm_after)
+                after, fire = state.after(count, head, taken, watch.min_rows, now, self.rearm_after)
                 if after.armed != state.armed or fire:
                     await self._save(after)
                 state = after
@@ -181,3 +218,11 @@ class ClaimableRowsTrigger(BaseEventTrigger):
         except Exception as exc:
             self.log.info("cannot keep trigger state (%s): kept in memory", exc)
             self.asset_state_store = None
+
+
+async def _taken(still_matches: StillMatches, key: str) -> bool:
+    """Whether the announced row was taken; in an outage, not known yet (the next count waits it out)."""
+    try:
+        return not await still_matches(key)
+    except StoreUnavailableError:
+        return False

@@ -18,7 +18,9 @@ counts on it too: the store compiles the count (its where compiler, its claimabl
 sets) and the statement runs on the listening connection between waits
 (notifications that arrive meanwhile are kept by psycopg for the next wait). The
 store's own connection is opened only when it must read its catalog of claimable
-sets, or while the listening connection is lost, and closed after each use. On
+sets, to look up the row a fired trigger announced (``matches``: once each time
+the head changed while the trigger is quiet), or while the listening connection
+is lost, and closed after each use. On
 SQLite it costs none between polls but an open file.
 """
 
@@ -35,6 +37,7 @@ from airflow_atomic_store.hooks.atomic_store import (
     postgres_connect_args,
     store_from_connection,
 )
+from airflow_atomic_store.spec.conditions import evaluate, parse_where
 from airflow_atomic_store.spec.watch import COUNT_CAP
 from airflow_atomic_store.store import AtomicStore
 from airflow_atomic_store.store.backend import counted
@@ -51,7 +54,11 @@ class RowSource(Protocol):
         ...
 
     async def count(self) -> tuple[int, str | None]:
-        """How many rows match (at most 1000), and the key a FIFO claim takes next."""
+        """How many rows match (at most 1000), and the key the watched claim order takes next."""
+        ...
+
+    async def matches(self, key: str) -> bool:
+        """Whether the row ``key`` still matches (False once it was claimed or deleted)."""
         ...
 
     async def wait(self, timeout: float) -> None: ...
@@ -87,6 +94,12 @@ class Watched(Protocol):
     @property
     def match(self) -> str: ...
 
+    @property
+    def order_by(self) -> str: ...
+
+    @property
+    def direction(self) -> str: ...
+
 
 class PollingSource:
     """Counts through the store in a thread; waking is a sleep (SQLite)."""
@@ -103,8 +116,23 @@ class PollingSource:
 
     def _count(self) -> tuple[int, str | None]:
         watch = self._watch
-        backlog = self._store.backlog(watch.table, watch.where, watch.match, at_most=COUNT_CAP)
+        backlog = self._store.backlog(
+            watch.table,
+            watch.where,
+            watch.match,
+            at_most=COUNT_CAP,
+            order_by=watch.order_by,
+            direction=watch.direction,
+        )
         return backlog["count"], backlog["first"]
+
+    async def matches(self, key: str) -> bool:
+        return await asyncio.to_thread(self._matches, key)
+
+    def _matches(self, key: str) -> bool:
+        watch = self._watch
+        value = self._store.get(watch.table, key)
+        return value is not None and evaluate(parse_where(watch.where), watch.match, value)
 
     async def wait(self, timeout: float) -> None:
         await asyncio.sleep(timeout)
@@ -150,7 +178,12 @@ class ListeningSource(PollingSource):
         watch = self._watch
         try:
             return self._store.backlog_query(
-                watch.table, watch.where, watch.match, at_most=COUNT_CAP
+                watch.table,
+                watch.where,
+                watch.match,
+                at_most=COUNT_CAP,
+                order_by=watch.order_by,
+                direction=watch.direction,
             )
         finally:  # reading the catalog may have opened it; it reconnects when next needed
             self._store.close()
@@ -158,6 +191,12 @@ class ListeningSource(PollingSource):
     def _count(self) -> tuple[int, str | None]:
         try:
             return super()._count()
+        finally:
+            self._store.close()
+
+    def _matches(self, key: str) -> bool:
+        try:
+            return super()._matches(key)
         finally:
             self._store.close()
 

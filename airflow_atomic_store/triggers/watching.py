@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from airflow_atomic_store.exceptions import SpecError, StoreUnavailableError
+from airflow_atomic_store.spec.options import ORDER_COLUMNS, parse_ordering
 from airflow_atomic_store.spec.watch import parse_seconds, parse_watch
 from airflow_atomic_store.triggers.sources import open_source
 
@@ -25,6 +26,10 @@ class WatchArguments:
     comes back in another form than it was encoded in (Airflow 3.3.2), the two
     hashes differ, and the trigger is created, never linked, and cleaned up as
     unused: the watcher never runs. Text encodes as itself on every line.
+
+    ``order_by``/``direction`` are the order of the claim the trigger's events
+    lead to (its head is the row that claim takes next); only
+    ``ClaimableRowsTrigger`` serializes them.
     """
 
     conn_id: str
@@ -33,6 +38,8 @@ class WatchArguments:
     match: str
     min_rows: int
     poll_interval: float
+    order_by: str = "createdAt"
+    direction: str = "asc"
 
     @classmethod
     def parse(
@@ -43,6 +50,8 @@ class WatchArguments:
         match: Any,
         min_rows: Any,
         poll_interval: Any,
+        order_by: Any = "createdAt",
+        direction: Any = "asc",
     ) -> WatchArguments:
         if not isinstance(conn_id, str) or not conn_id:
             raise SpecError("conn_id", f"must be a connection id, got {conn_id!r}")
@@ -53,6 +62,7 @@ class WatchArguments:
             except ValueError as exc:
                 raise SpecError("where", f"is not JSON text: {exc}") from None
         watch = parse_watch(table, conditions, match, min_rows)
+        ordering = parse_ordering(order_by, direction)
         return cls(
             conn_id=conn_id,
             table=watch.table,
@@ -60,6 +70,8 @@ class WatchArguments:
             match=watch.match,
             min_rows=watch.min_rows,
             poll_interval=parse_seconds(poll_interval, "poll_interval"),
+            order_by=_ORDER_NAMES[ordering.column],
+            direction=ordering.direction,
         )
 
     def to_kwargs(self) -> dict[str, Any]:
@@ -73,10 +85,20 @@ class WatchArguments:
         }
 
 
+#: Whether the row with this key still matches the watch (``RowSource.matches``).
+StillMatches = Callable[[str], Awaitable[bool]]
+
+_ORDER_NAMES = {column: name for name, column in ORDER_COLUMNS.items()}
+
+
 async def counts(
     watch: WatchArguments, log: Any, *, deadline: float | None = None
-) -> AsyncGenerator[tuple[int, str | None], None]:
-    """``(count, first key)`` of the matching rows now, then after every wake-up, forever.
+) -> AsyncGenerator[tuple[int, str | None, StillMatches], None]:
+    """``(count, first key, still_matches)`` now, then after every wake-up, forever.
+
+    The first key is the one a claim in ``watch``'s order takes next;
+    ``still_matches(key)`` asks whether a row (one announced earlier) is still
+    work, through the same source.
 
     A database outage is waited out (one warning, then a count every
     ``poll_interval``): a trigger that raised would stop watching. Errors a retry
@@ -110,7 +132,7 @@ async def counts(
             if outage:
                 log.info("atomic store reachable again")
                 outage = False
-            yield backlog
+            yield (*backlog, source.matches)
             await source.wait(_bounded(watch.poll_interval, deadline))
     finally:
         await source.close()

@@ -174,6 +174,44 @@ def test_a_queue_filling_up_fires_once_until_a_claim_moves_its_head(
     assert quiet_again is None
 
 
+def test_a_lifo_claim_on_a_backlog_over_the_count_cap_fires_again_at_once(
+    store_conn: str, store: AtomicStore
+) -> None:
+    """The count stays at its cap and the oldest row stays put: only the marker shows the claim.
+
+    Arrivals (the head of a LIFO queue) fire nothing; the dispatcher's claim,
+    which takes them and the row announced as next, fires again well before
+    ``rearm_after``.
+    """
+    for n in range(1100):
+        store.put("jobs", f"r{n:04d}", {"status": "pending"})
+
+    async def scenario() -> list[Any]:
+        seen: list[Any] = []
+        events = Events(_trigger(store_conn, direction="desc", rearm_after=600))
+        try:
+            seen.append(await events.next(30))
+            for n in range(5):  # newer than the announced row: the head of a LIFO queue
+                await asyncio.to_thread(store.put, "jobs", f"new{n}", {"status": "pending"})
+            seen.append(await events.next(QUIET))
+            claimed = await asyncio.to_thread(
+                store.atomic_claim, "jobs", where=PENDING, limit=10, direction="desc"
+            )
+            seen.append(claimed["count"])
+            seen.append(await events.next(30))
+            seen.append(await events.next(QUIET))
+            return seen
+        finally:
+            await events.aclose()
+
+    first, quiet, claimed, after_claim, quiet_again = _run(scenario())
+    assert first is not None and first.payload["count"] == 1000
+    assert quiet is None
+    assert claimed == 10
+    assert after_claim is not None and after_claim.payload["count"] == 1000
+    assert quiet_again is None
+
+
 def test_work_nobody_claims_fires_again_after_rearm_after(
     store_conn: str, store: AtomicStore
 ) -> None:
@@ -326,6 +364,8 @@ def test_serialized_kwargs_hold_the_connection_id_and_the_spec_only() -> None:
         "min_rows": 5,
         "poll_interval": 3.0,
         "rearm_after": 120.0,
+        "order_by": "createdAt",
+        "direction": "asc",
     }
     # Plain scalars only (see WatchArguments): what the serialized DAG stores as it is.
     assert all(isinstance(value, (str, int, float)) for value in kwargs.values())
@@ -367,6 +407,8 @@ def test_a_trigger_defined_in_an_asset_watcher_serializes_with_the_dag() -> None
         ({"poll_interval": 0}, "poll_interval"),
         ({"poll_interval": "fast"}, "poll_interval"),
         ({"rearm_after": -1}, "rearm_after"),
+        ({"order_by": "priority"}, "order_by"),
+        ({"direction": "sideways"}, "direction"),
         ({"conn_id": ""}, "conn_id"),
     ],
 )
