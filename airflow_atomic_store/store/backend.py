@@ -181,6 +181,12 @@ class Backend(SetStorage, Protocol):
         """``((inserted, resulting value), replayed)``."""
         ...
 
+    def written_query(self, table: str) -> tuple[bytes | str, list[Any]] | None:
+        """A statement returning a row once something wrote ``table``, to run on another
+        connection; None when :meth:`count_query` needs no catalog read for it (the
+        table's id is known, or the backend has no catalog)."""
+        ...
+
     def notify_channel(self, table: str) -> str | None:
         """The channel that writes to ``table`` notify; None where writes notify nothing."""
         ...

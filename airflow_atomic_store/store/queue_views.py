@@ -95,6 +95,17 @@ class QueueViews:
             *self._backlog_spec(table, where, match, at_most, order_by, direction)
         )
 
+    def written_query(self, table: str) -> tuple[bytes | str, list[Any]] | None:
+        """A statement whose result has a row once something wrote ``table``; or None.
+
+        None when :meth:`backlog_query` compiles without reading the store's catalog
+        (the table was seen written, or the backend keeps none). A PostgreSQL trigger
+        watching a table nobody wrote yet runs it on its listening connection, and
+        compiles the count only once it returns a row: compiling would read the
+        catalog through the store's connection, opened and closed on every count.
+        """
+        return self._backend.written_query(parse_table(table))
+
     def notify_channel(self, table: str) -> str | None:
         """The channel to ``LISTEN`` on for writes to ``table``; None on SQLite.
 

@@ -165,14 +165,33 @@ class ListeningSource(PollingSource):
         listener = self._listener
         if listener is None or listener.closed:
             return await super().count()  # through the store's connection, closed after
-        statement, params = await asyncio.to_thread(self._count_query)
         try:
+            if not await self._written(listener):
+                return 0, None  # nothing wrote the table yet: nothing matches
+            statement, params = await asyncio.to_thread(self._count_query)
             row = await (await listener.execute(statement, params)).fetchone()
         except psycopg.Error as exc:
             log.warning("atomic store trigger: lost the LISTEN connection (%s); polling", exc)
             await self._drop_listener()
             return await super().count()
         return counted(row)
+
+    async def _written(self, listener: Any) -> bool:
+        """Whether the table was written, asked on the listening connection while unknown.
+
+        So a table nobody wrote yet costs no connection per count, and one written
+        later (by any writer, notifying or not) is found at the next count.
+        """
+        import psycopg
+
+        lookup = self._store.written_query(self._watch.table)
+        if lookup is None:
+            return True
+        try:
+            found = await (await listener.execute(*lookup)).fetchone()
+        except psycopg.errors.UndefinedTable:  # no store schema yet: the store's count makes it
+            return True
+        return found is not None
 
     def _count_query(self) -> tuple[Any, list[Any]]:
         watch = self._watch

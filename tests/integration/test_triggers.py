@@ -299,6 +299,48 @@ def test_holds_one_connection_per_watched_table_while_it_waits(
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_table_nobody_wrote_yet_is_counted_without_a_connection_per_count(
+    store_conn: str, store_url: str, postgres_server: PostgresServer
+) -> None:
+    """Sessions opened on the database (``pg_stat_database.sessions``) while it polls.
+
+    About twenty counts of a table no write has named yet, then a write from
+    another process with ``notify`` off (only a count can find it): the
+    trigger fires for it.
+    """
+
+    def sessions() -> int:
+        """Sessions ever opened on the store's database; this one included."""
+        with psycopg.connect(postgres_server.url_for("atomic_store"), autocommit=True) as conn:
+            conn.execute("SELECT pg_stat_force_next_flush()")
+            row = conn.execute(
+                "SELECT sessions FROM pg_stat_database WHERE datname = 'atomic_store'"
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def write_silently() -> None:
+        with AtomicStore(store_url, notify="off") as writer:
+            writer.put("jobs", "silent", {"status": "pending"})
+
+    async def scenario() -> tuple[int, TriggerEvent | None]:
+        events = Events(_trigger(store_conn, poll_interval=0.1))
+        await asyncio.sleep(1.0)  # listening, and counted several times
+        before = await asyncio.to_thread(sessions)
+        await asyncio.sleep(2.0)  # about twenty more counts
+        opened = await asyncio.to_thread(sessions) - before
+        await asyncio.to_thread(write_silently)
+        event = await events.next(30)
+        await events.aclose()
+        return opened, event
+
+    opened, event = _run(scenario())
+    assert opened <= 2  # the second sessions() call's own, and at most one of the trigger's
+    assert event is not None and event.payload["count"] == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 def test_listens_on_the_channel_of_its_connections_storage_table(
     store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

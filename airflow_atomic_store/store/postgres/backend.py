@@ -77,6 +77,10 @@ class PostgresBackend(PostgresConnection):
     def _schema_created(self) -> None:
         self._ids.forget()  # ids remembered from tables that were dropped are not theirs
 
+    def written_query(self, table: str) -> tuple[bytes, list[Any]] | None:
+        """The catalog lookup :meth:`count_query` would make for a table not yet seen written."""
+        return self._ids.find_query(table)
+
     def notify_channel(self, table: str) -> str | None:
         """Per storage table and logical table, as the writes' ``pg_notify`` names it."""
         return channel_for(self._table_name, table)

@@ -55,6 +55,12 @@ class TableIds:
         self._ids[table] = row[0]
         return int(row[0])
 
+    def find_query(self, table: str) -> tuple[bytes, list[Any]] | None:
+        """:meth:`known`'s lookup, for another connection; None once the id is remembered."""
+        if table in self._ids:
+            return None
+        return self._find, [table]
+
     def ensure(self, cursor: Cursor, table: str) -> int:
         """The table's id, given to it now if it has none."""
         if table in self._ids:
