@@ -27,13 +27,16 @@ So a burst of arrivals costs one event, and the events of a backlog number about
 backlog / claim ``limit``, not one per row. Airflow deduplicates further: events
 for an asset while the DAG's run is still queued add asset events but no second
 run. On Airflow 3.3 the state (armed, the peak, when it fired) is kept in the
-watched asset's state store, so a restarted trigger does not fire again for work
+watched asset's state store, under a key of its watch's own (``_state_key``: the
+asset's store is shared by all its watchers), so a restarted trigger does not fire again for work
 it already announced; before 3.3 it lives in memory, and a restart may fire once
 more (a run that claims what is there, or nothing).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
@@ -49,7 +52,10 @@ from airflow_atomic_store.triggers.watching import StillMatches, WatchArguments,
 
 #: Seconds before a fired trigger fires again for work nobody claimed (see the module doc).
 DEFAULT_REARM_AFTER = 120.0
+#: The state's key in the watched asset's state store, followed by the watch's digest.
 _STATE_KEY = "atomic_store_trigger"
+#: The arguments that say which work a state is about (not how often it is counted).
+_WATCH_IDENTITY = ("conn_id", "table", "where", "match", "min_rows", "order_by", "direction")
 
 
 @dataclass(frozen=True)
@@ -198,12 +204,28 @@ class ClaimableRowsTrigger(BaseEventTrigger):
 
     # -- state across restarts (Airflow 3.3: the watched asset's state store) --------------
 
+    @property
+    def _state_key(self) -> str:
+        """This watch's key: the asset's store is shared by every watcher of the asset.
+
+        Airflow gives each asset one namespace (``AssetStateStoreAccessor(name=)``),
+        so two watchers of one asset (other tables or filters) under one key
+        overwrote each other's state, and a restarted trigger loaded the other's:
+        it announced again what it had announced. A trigger re-created from its
+        serialized kwargs has the same digest, so it finds its own state.
+        """
+        _, kwargs = self.serialize()
+        identity = json.dumps(
+            [kwargs[name] for name in _WATCH_IDENTITY], separators=(",", ":")
+        ).encode()
+        return f"{_STATE_KEY}:{hashlib.sha256(identity).hexdigest()[:32]}"
+
     async def _load(self) -> Arming:
         accessor = getattr(self, "asset_state_store", None)
         if accessor is None:
             return Arming()
         try:
-            return Arming.from_json(await accessor.aget(_STATE_KEY))
+            return Arming.from_json(await accessor.aget(self._state_key))
         except Exception as exc:  # several assets on one trigger, or the store is unreachable
             self.log.info("no trigger state store (%s): state kept in memory", exc)
             self.asset_state_store = None
@@ -214,7 +236,7 @@ class ClaimableRowsTrigger(BaseEventTrigger):
         if accessor is None:
             return
         try:
-            await accessor.aset(_STATE_KEY, state.to_json())
+            await accessor.aset(self._state_key, state.to_json())
         except Exception as exc:
             self.log.info("cannot keep trigger state (%s): kept in memory", exc)
             self.asset_state_store = None

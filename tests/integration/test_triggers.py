@@ -228,6 +228,65 @@ def test_work_nobody_claims_fires_again_after_rearm_after(
     assert first is not None and too_soon is None and again is not None
 
 
+class AssetState:
+    """One asset's state store as the triggerer hands it to a watcher's trigger (3.3).
+
+    Airflow's ``AssetStateStoreAccessor`` is one key-value namespace per asset
+    (``airflow/sdk/execution_time/context.py``), shared by every watcher of the
+    asset; here its two async calls over a dict, without the supervisor behind it.
+    """
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    async def aget(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    async def aset(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+
+def test_a_restarted_trigger_keeps_its_own_state_beside_another_watcher_of_its_asset(
+    store_conn: str, store: AtomicStore
+) -> None:
+    """Two watchers of one asset (other filters) fire; the first, restarted, stays quiet.
+
+    It announced its row before the restart, and nothing changed since: an event
+    now would be a duplicate (with one key per asset it loaded the other
+    watcher's state, whose announced row is not its work, and fired).
+    """
+    store.put("jobs", "pending-1", {"status": "pending"})
+    store.put("jobs", "urgent-1", {"status": "urgent"})
+    urgent = [{"field": "status", "operator": "equals", "value": "urgent"}]
+    asset_state = AssetState()
+
+    def watcher(where: list[dict[str, Any]]) -> ClaimableRowsTrigger:
+        trigger = ClaimableRowsTrigger(
+            conn_id=store_conn, table="jobs", where=where, poll_interval=0.1, rearm_after=600
+        )
+        trigger.asset_state_store = asset_state  # type: ignore[attr-defined]
+        return trigger
+
+    async def first_event(trigger: ClaimableRowsTrigger, within: float) -> TriggerEvent | None:
+        events = Events(trigger)
+        try:
+            return await events.next(within)
+        finally:
+            await events.aclose()
+
+    async def scenario() -> list[TriggerEvent | None]:
+        return [
+            await first_event(watcher(urgent), 30),
+            await first_event(watcher(PENDING), 30),
+            await first_event(watcher(urgent), QUIET),  # restarted from its kwargs
+        ]
+
+    urgent_event, pending_event, after_restart = _run(scenario())
+    assert urgent_event is not None and pending_event is not None
+    assert after_restart is None
+    assert len(asset_state.values) == 2
+
+
 # -- outages (PostgreSQL) --------------------------------------------------------------
 
 
