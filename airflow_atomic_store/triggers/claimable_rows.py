@@ -27,9 +27,9 @@ So a burst of arrivals costs one event, and the events of a backlog number about
 backlog / claim ``limit``, not one per row. Airflow deduplicates further: events
 for an asset while the DAG's run is still queued add asset events but no second
 run. On Airflow 3.3 the state (armed, the peak, when it fired) is kept in the
-watched asset's state store, under a key of its watch's own (``_state_key``: the
-asset's store is shared by all its watchers), so a restarted trigger does not fire again for work
-it already announced; before 3.3 it lives in memory, and a restart may fire once
+watched asset's state store, under a key of its watch's own (``_state_key``:
+the asset's store is shared by all its watchers), so a restarted trigger does
+not fire again for work it already announced; before 3.3 it lives in memory, and a restart may fire once
 more (a run that claims what is there, or nothing).
 """
 

@@ -10,7 +10,8 @@ how many rows match now (``count``), and "wait until something may have changed,
 * Waking is per backend. PostgreSQL: a ``psycopg.AsyncConnection`` that
   ``LISTEN``s on the table's channel (``store/notify.py``), which the store's
   writes notify when they commit; when that connection is lost, the source falls
-  back to sleeping and reconnects on each later wait. SQLite has no
+  back to sleeping and tries to listen again every second of each later wait
+  (``RECONNECT_SECONDS``), counting as soon as it listens. SQLite has no
   notifications: ``wait`` sleeps, so the trigger polls.
 
 So on PostgreSQL a watched table holds one connection, the ``LISTEN`` one, and
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, Protocol
 
 from airflow_atomic_store.compat import aget_connection
@@ -46,6 +48,8 @@ log = logging.getLogger(__name__)
 
 #: After the first notification, how long more may arrive and be folded into one count.
 COALESCE_SECONDS = 0.005
+#: While the listening connection is lost, how often a wait tries to listen again.
+RECONNECT_SECONDS = 1.0
 
 
 class RowSource(Protocol):
@@ -155,6 +159,7 @@ class ListeningSource(PollingSource):
         self._connect_args = connect_args
         self._channel = channel
         self._listener: Any = None  # psycopg.AsyncConnection while it listens
+        self._unreachable = False  # failed to listen since it last listened: log once
 
     async def start(self) -> None:
         await self._listening()
@@ -224,10 +229,16 @@ class ListeningSource(PollingSource):
 
         listener = self._listener
         if listener is None or listener.closed:
-            if await self._listening() is not None:
-                return  # listening again: count at once, writes may have come meanwhile
-            await asyncio.sleep(timeout)  # no connection now: poll; the next wait retries
-            return
+            # Retry within the wait, not once per wait: a server back after a second
+            # would otherwise be listened to only after a whole poll_interval, and
+            # writes meanwhile wait for that poll (59 s of 60 after a restart).
+            deadline = time.monotonic() + timeout
+            while await self._listening() is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                await asyncio.sleep(min(RECONNECT_SECONDS, left))
+            return  # listening again: count at once, writes may have come meanwhile
         try:
             woken = False
             async for _ in listener.notifies(timeout=timeout, stop_after=1):
@@ -250,16 +261,28 @@ class ListeningSource(PollingSource):
         try:
             listener = await psycopg.AsyncConnection.connect(**self._connect_args, autocommit=True)
         except psycopg.Error as exc:
-            log.warning("atomic store trigger: cannot LISTEN (%s); polling", exc)
+            self._cannot_listen("cannot LISTEN", exc)
             return None
         try:
             await listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
         except psycopg.Error as exc:
             await listener.close()
-            log.warning("atomic store trigger: LISTEN failed (%s); polling", exc)
+            self._cannot_listen("LISTEN failed", exc)
             return None
-        self._listener = listener
+        if self._unreachable:
+            log.info("atomic store trigger: listening again")
+        self._listener, self._unreachable = listener, False
         return listener
+
+    def _cannot_listen(self, what: str, exc: Exception) -> None:
+        """One warning per outage (a wait retries every second), the rest at debug level."""
+        log.log(
+            logging.DEBUG if self._unreachable else logging.WARNING,
+            "atomic store trigger: %s (%s); polling",
+            what,
+            exc,
+        )
+        self._unreachable = True
 
     async def _drop_listener(self) -> None:
         listener, self._listener = self._listener, None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
@@ -127,7 +126,8 @@ async def counts(
                 outage = True
                 if deadline is not None and time.monotonic() >= deadline:
                     return
-                await asyncio.sleep(_bounded(watch.poll_interval, deadline))
+                # The source's wait: on PostgreSQL it listens again as soon as it can.
+                await source.wait(_bounded(watch.poll_interval, deadline))
                 continue
             if outage:
                 log.info("atomic store reachable again")

@@ -448,6 +448,32 @@ def test_survives_a_postgresql_restart(
     assert event is not None and event.payload["count"] == 1
 
 
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_listens_again_soon_after_a_postgresql_restart_not_at_its_next_poll(
+    store_conn: str, store_url: str, postgres_server: PostgresServer
+) -> None:
+    """The poll is a minute away: only listening again brings the write's event in time.
+
+    (It waited out the outage with one sleep of ``poll_interval``, and tried to
+    listen only after it: the write's event came 59 s after the write.)
+    """
+
+    async def scenario() -> TriggerEvent | None:
+        events = Events(_trigger(store_conn, poll_interval=60))
+        await asyncio.sleep(1.0)  # listening, and counted once
+        await asyncio.to_thread(postgres_server.restart, "immediate")
+        await asyncio.sleep(3.0)  # back, and listened to again
+        writer = await asyncio.to_thread(late_writer.start, store_url, "jobs", "after", 0.0)
+        event = await events.next(30)
+        await asyncio.to_thread(writer.wait, 60)
+        await events.aclose()
+        return event
+
+    event = _run(scenario())
+    assert event is not None and event.payload["count"] == 1
+
+
 # -- serialization and validation ------------------------------------------------------
 
 
