@@ -485,3 +485,48 @@ def test_a_sets_build_lock_shows_only_that_sets_build_in_progress(store, store_u
         )
         with set_build_lock(other.cursor(), negative):
             assert backend.build_in_progress(negative) is True
+
+
+# -- the record_timestamp index's give-up is remembered across processes (PostgreSQL) ------
+
+
+def _order_by_record_timestamp(_barrier: Any, url: str, bound: float) -> tuple[int, list[str]]:
+    """One process (an Airflow task) ordering by ``recordTimestamp`` under a build bound of
+    ``bound`` seconds; how many record-index builds it started, and the newest key."""
+    from airflow_atomic_store.store import claim_sets as policy
+    from airflow_atomic_store.store.postgres import claim_sets as postgres_sets
+
+    policy.AUTOMATIC_BUILD_SECONDS = bound
+    builds = []
+    build = postgres_sets.build_concurrently
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        builds.append(args[2])
+        return build(*args, **kwargs)
+
+    postgres_sets.build_concurrently = counted  # type: ignore[assignment]
+    with AtomicStore(url) as store:
+        newest = store.query("queue", order_by="recordTimestamp", direction="desc", limit=1)
+    return len(builds), [row["key"] for row in newest]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_record_index_build_that_was_too_slow_is_not_tried_again_by_another_process(
+    store, store_url
+):
+    """Each Airflow task is a new process: one remembered only in the process that gave up
+    made every task wait out the bound again on a build that was then dropped."""
+    record_index = f"{PHYSICAL_TABLE}_record_idx"
+    _aged_queue(store, done=3000, pending=10)
+    (first,) = run_in_processes(_order_by_record_timestamp, [(store_url, 0.001)], timeout=120)
+    assert first == (1, ["03009"])  # tried, gave up (1 ms), answered unindexed
+    assert record_index not in index_names(store_url)
+    (second,) = run_in_processes(_order_by_record_timestamp, [(store_url, 0.001)], timeout=120)
+    assert second == (0, ["03009"])  # the give-up is in the catalog: not tried again
+    assert record_index not in {s["name"] for s in store.claim_sets()}  # no claimable set
+    # Clearing the give-up lets the next process build it (here without a tight bound).
+    assert store.drop_claim_set(record_index) is True
+    (third,) = run_in_processes(_order_by_record_timestamp, [(store_url, 30.0)], timeout=120)
+    assert third == (1, ["03009"])
+    assert record_index in index_names(store_url)

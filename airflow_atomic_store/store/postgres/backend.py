@@ -124,12 +124,17 @@ class PostgresBackend(PostgresConnection):
     def ensure_record_index(self, *, timeout: float) -> bool:
         """The ``record_timestamp`` index, built the first time something orders by it."""
         name, create = schema.record_index(self._table_name)
-        with self._cursor() as cur, claim_sets.build_lock(cur, wait=False) as held:
-            if not held:
+        sets_table = schema.sets_table(self._table_name)
+        with self._cursor() as cur:
+            if claim_sets.record_index_given_up(cur, sets_table, name):
                 return False
-            outcome = claim_sets.build_concurrently(
-                cur, self._table_name, name, create.decode(), timeout=timeout
-            )
+            with claim_sets.build_lock(cur, wait=False) as held:
+                if not held:
+                    return False
+                outcome = claim_sets.build_concurrently(
+                    cur, self._table_name, name, create.decode(), timeout=timeout
+                )
+            claim_sets.record_index_gave_up(cur, sets_table, name, outcome, timeout)
         return outcome == "ready"
 
     def drop_claim_set(self, name: str) -> bool:

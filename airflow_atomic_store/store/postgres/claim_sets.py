@@ -45,8 +45,40 @@ _LOAD = (
     "FROM {sets} AS s LEFT JOIN pg_class AS c "
     "ON c.relname = s.name AND c.relkind = 'i' AND pg_table_is_visible(c.oid) "
     "LEFT JOIN pg_index AS i ON i.indexrelid = c.oid "
-    "WHERE %s::text IS NULL OR s.table_name = %s ORDER BY s.table_name, s.name"
+    "WHERE NOT s.spec ? 'record_index' AND (%s::text IS NULL OR s.table_name = %s) "
+    "ORDER BY s.table_name, s.name"
 )
+
+#: The ``record_timestamp`` index's give-up ("too slow", "not allowed") is a catalog row
+#: under the index's name with this spec, so every process (each Airflow task is one)
+#: sees it, not only the one that tried: an index that took longer than the bound is not
+#: built again, bounded and dropped, by every task that orders by ``recordTimestamp``.
+#: ``load`` skips it (it is no set); ``drop_claim_set(<index name>)`` deletes it.
+RECORD_INDEX_SPEC = '{"record_index": true}'
+
+
+def record_index_given_up(cursor: psycopg.Cursor[Any], sets_table: str, name: str) -> bool:
+    row = cursor.execute(
+        f"SELECT 1 FROM {sets_table} WHERE name = %s AND problem IS NOT NULL".encode(), (name,)
+    ).fetchone()
+    return row is not None
+
+
+def record_index_gave_up(
+    cursor: psycopg.Cursor[Any], sets_table: str, name: str, outcome: Outcome, timeout: float
+) -> None:
+    """Remember the record index's give-up for good; a role that may not write the catalog
+    cannot, and goes on retrying in each process (``RETRY_SECONDS``)."""
+    problem = _RECORD_PROBLEMS.get(outcome)
+    if problem is None:
+        return  # "busy": tried again later
+    with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
+        cursor.execute(
+            f"INSERT INTO {sets_table} (name, table_name, spec, origin, problem) "
+            "VALUES (%s, '', %s::jsonb, 'automatic', %s) "
+            "ON CONFLICT (name) DO UPDATE SET problem = EXCLUDED.problem".encode(),
+            (name, RECORD_INDEX_SPEC, problem.format(timeout=timeout)),
+        )
 
 
 def load(cursor: psycopg.Cursor[Any], sets_table: str, table: str | None) -> list[StoredSet]:
@@ -106,6 +138,18 @@ _PROBLEMS = {
     "not allowed": (
         "the store's role may not build indexes (PostgreSQL lets only the table's owner "
         "create one); declare the set with ensure_claim_index() as the owner"
+    ),
+}
+
+
+_RECORD_PROBLEMS = {
+    "too slow": (
+        "the automatic build took longer than {timeout:g} s; build it by hand "
+        "(docs/backends.md), then drop_claim_set() this name to clear the give-up"
+    ),
+    "not allowed": (
+        "the store's role may not build indexes (only the table's owner may); "
+        "build it as the owner (docs/backends.md), then drop_claim_set() this name"
     ),
 }
 
