@@ -304,3 +304,28 @@ def test_a_read_only_role_orders_by_record_timestamp_without_the_index(
     (seen,) = run_in_processes(_as_reader, [(other_role("SELECT"),)], timeout=60)
     assert seen == {"keys": ["job-0", "job-1", "job-2"]}
     assert _owner_errors(postgres_server) == errors_before
+
+
+def test_a_record_index_not_allowed_to_a_writer_is_remembered_for_every_process(
+    store_url: str, other_role: Any
+) -> None:
+    """A writer that does not own the table may not build the ``record_timestamp``
+    index: the refusal is recorded in the sets' catalog, so the next process (the next
+    Airflow task) does not ask again, and ``claim_sets()`` still lists sets only."""
+    from airflow_atomic_store.store.postgres import schema
+
+    with AtomicStore(store_url) as store:
+        for number in range(3):
+            store.put("jobs", f"job-{number}", {"status": "pending"})
+    url = other_role("SELECT, INSERT, UPDATE, DELETE")
+    (seen,) = run_in_processes(_as_reader, [(url,)], timeout=60)
+    assert seen == {"keys": ["job-0", "job-1", "job-2"]}
+    name = f"{PHYSICAL_TABLE}_record_idx"
+    with AtomicStore(store_url) as store:
+        with store._backend._cursor() as cursor:  # type: ignore[attr-defined]
+            (problem,) = cursor.execute(
+                f"SELECT problem FROM {schema.sets_table(PHYSICAL_TABLE)} WHERE name = %s",
+                (name,),
+            ).fetchone()
+        assert "may not build indexes" in problem
+        assert store.claim_sets() == []
