@@ -185,7 +185,8 @@ class PostgresConnection:
         connection.execute(schema.upgrade_ddl(name))
         connection.execute(
             f"INSERT INTO {catalog} (name) SELECT DISTINCT table_name FROM "
-            f"{schema.sets_table(name)} ON CONFLICT (name) DO NOTHING".encode()
+            f"{schema.sets_table(name)} WHERE table_name <> '' "  # '': the record index's marker
+            "ON CONFLICT (name) DO NOTHING".encode()
         )
         ids = dict(connection.execute(f"SELECT name, id FROM {catalog}".encode()).fetchall())
         with connection.cursor() as cursor:
