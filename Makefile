@@ -19,7 +19,7 @@ PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; 
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null && { echo $$p; break; }; \
 	done)
 
-.PHONY: help venv demo test e2e e2e-celery e2e-deps compat lint fmt postgres-binaries redis-binaries browser-binaries clean distclean bench bench-quick
+.PHONY: help venv demo test e2e e2e-celery e2e-deps compat lint fmt postgres-binaries pgbouncer-binaries redis-binaries browser-binaries clean distclean bench bench-quick
 
 help:
 	@echo "make demo       run the recipe DAGs (Airflow dag.test) on an embedded SQLite store"
@@ -59,6 +59,14 @@ postgres-binaries:
 	if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
 	$$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y postgresql
 
+# tests/reliability/test_pgbouncer.py puts a throwaway PgBouncer (devkit/pgbouncer.py) in
+# front of the test server.
+pgbouncer-binaries:
+	@if command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]; then exit 0; fi; \
+	echo "pgbouncer not found: installing the pgbouncer package"; \
+	if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
+	$$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y pgbouncer
+
 # The e2e's browser test drives Debian's headless Chromium through its driver.
 browser-binaries:
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
@@ -86,7 +94,7 @@ fmt: venv
 
 # `python -m pytest` (not the pytest script) keeps spawned worker processes light.
 # Exit code 5 means "no tests collected", which is not a failure here.
-test: venv postgres-binaries lint
+test: venv postgres-binaries pgbouncer-binaries lint
 	$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; \
 	exit $$status

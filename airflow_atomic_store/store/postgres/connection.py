@@ -1,7 +1,10 @@
 """The PostgreSQL backend's one connection: opened lazily, set up, errors translated.
 
-Opened read-only (for inspection), the session is ``default_transaction_read_only``
-and the schema is only probed: no DDL, no first-layout conversion.
+Opened read-only (for inspection), every call is one ``READ ONLY`` transaction with
+its timeouts ``SET LOCAL``, and the schema is only probed: no DDL, no first-layout
+conversion. Nothing is set on the session: behind PgBouncer's transaction pooling a
+session setting stays on a server connection that other clients get next (a read-only
+session made their writes fail).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
 from airflow_atomic_store.exceptions import AtomicStoreError, ConnectionConfigError
@@ -62,6 +66,7 @@ class PostgresConnection:
         # serialised by the lock.
         self._reused_cursor: psycopg.Cursor[Any]
         self._lock = threading.RLock()
+        self._depth = 0  # nested ``_cursor`` calls: only the outermost ends a read-only transaction
 
     def _open(self) -> psycopg.Connection[Any]:
         """Connect and set up; a connection whose set-up fails is closed at once.
@@ -71,10 +76,20 @@ class PostgresConnection:
         """
         connection = self._connect()
         try:
-            connection.autocommit = True
             # A factory may hand out connections configured for dict rows (e.g. the
             # Postgres provider's "cursor" extra); the statements here read tuples.
             connection.row_factory = tuple_row
+            if self._read_only:
+                connection.autocommit = False
+                connection.read_only = True  # psycopg begins each transaction READ ONLY
+                # Repeatable read, as a snapshot's own transaction asks (it may then run
+                # nested, after the timeouts' SET LOCAL); one statement reads the same.
+                connection.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+                self._begin_read(connection)
+                self._require_store(connection)
+                connection.commit()
+                return connection
+            connection.autocommit = True
             for name, milliseconds in self._timeouts.items():
                 if milliseconds is not None:
                     connection.execute(
@@ -82,17 +97,40 @@ class PostgresConnection:
                             sql.Literal(name), sql.Literal(f"{milliseconds}ms")
                         )
                     )
-            if self._read_only:
-                connection.execute(
-                    "SELECT set_config('default_transaction_read_only', 'on', false)"
-                )
-                self._require_store(connection)
-            else:
-                self._ensure_schema(connection)
+            self._ensure_schema(connection)
         except BaseException:
             connection.close()
             raise
         return connection
+
+    def _begin_read(self, connection: psycopg.Connection[Any]) -> None:
+        """Begin a read-only store's transaction (``BEGIN READ ONLY``) under its timeouts.
+
+        ``SET LOCAL`` takes no snapshot, so a snapshot's ``SET TRANSACTION ISOLATION
+        LEVEL`` may still follow it.
+        """
+        for name, milliseconds in self._timeouts.items():
+            if milliseconds is not None:
+                connection.execute(
+                    sql.SQL("SET LOCAL {} = {}").format(
+                        sql.Identifier(name), sql.Literal(f"{milliseconds}ms")
+                    )
+                )
+
+    def _end_read(self, *, commit: bool) -> None:
+        """End the read-only call's transaction; one interrupted mid-statement is discarded."""
+        connection = self._connection
+        if not self._read_only or connection is None or connection.closed or connection.broken:
+            return
+        if connection.info.transaction_status in (
+            TransactionStatus.INTRANS,
+            TransactionStatus.INERROR,
+        ):
+            if commit:
+                connection.commit()
+            else:
+                with contextlib.suppress(psycopg.Error):
+                    connection.rollback()
 
     def _ensure_schema(self, connection: psycopg.Connection[Any]) -> None:
         """Create what is missing, and convert a first-layout rows table, checking again
@@ -228,16 +266,24 @@ class PostgresConnection:
         batch's size again) until the store's next call.
         """
         with self._lock:
+            outermost = self._depth == 0
+            self._depth += 1
             try:
                 if self._connection is None or self._connection.closed:
                     self._connection = self._open()
                     self._reused_cursor = self._connection.cursor()
+                if self._read_only and outermost:
+                    self._begin_read(self._connection)
                 if many_rows:
                     with self._connection.cursor() as own:
                         yield own
                 else:
                     yield self._reused_cursor
+                if outermost:
+                    self._end_read(commit=True)
             except psycopg.Error as exc:
+                if outermost:
+                    self._end_read(commit=False)
                 self._discard_unusable_connection()
                 error = translate(exc, self._secrets)
                 if scrub(str(exc), self._secrets) != str(exc):
@@ -247,8 +293,12 @@ class PostgresConnection:
                 # A Python exception mid-statement (Airflow's execution_timeout raises
                 # from a signal handler) left the connection busy: every later call
                 # would fail with "another command is already in progress".
+                if outermost:
+                    self._end_read(commit=False)
                 self._discard_unusable_connection()
                 raise
+            finally:
+                self._depth -= 1
 
     def _discard_unusable_connection(self) -> None:
         """Forget a connection that is broken or still in a statement; the next call opens one.
