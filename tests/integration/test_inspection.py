@@ -438,6 +438,21 @@ def test_a_read_only_store_reads_what_writers_wrote_and_changes_nothing(
     assert dump(store_url) == before
 
 
+def test_a_read_only_store_orders_by_record_timestamp_without_building_its_index(
+    store: AtomicStore, store_url: str
+) -> None:
+    """It tried to build the index the first ordering by ``recordTimestamp`` wants, and
+    failed (PostgreSQL: "current transaction is aborted"; SQLite: "opened read-only")."""
+    seed_queue(store)
+    store.put("jobs", "p2", {"status": "pending", "touched": True})  # now the newest write
+    before = store_objects(store_url)
+    with AtomicStore(store_url, read_only=True) as reader:
+        newest = reader.query("jobs", order_by="recordTimestamp", direction="desc", limit=1)
+        assert [row["key"] for row in newest] == ["p2"]
+        assert reader.get("jobs", "p2") == {"status": "pending", "touched": True}
+    assert store_objects(store_url) == before
+
+
 def test_a_read_only_store_with_a_mistyped_storage_table_is_an_error_and_creates_nothing(
     store: AtomicStore, store_url: str
 ) -> None:

@@ -122,7 +122,12 @@ class PostgresBackend(PostgresConnection):
             return claim_sets.build_in_progress(cur, name)
 
     def ensure_record_index(self, *, timeout: float) -> bool:
-        """The ``record_timestamp`` index, built the first time something orders by it."""
+        """The ``record_timestamp`` index, built the first time something orders by it.
+
+        A read-only store builds nothing: it orders without the index.
+        """
+        if self._read_only:
+            return False
         name, create = schema.record_index(self._table_name)
         sets_table = schema.sets_table(self._table_name)
         with self._cursor() as cur:

@@ -121,7 +121,12 @@ class SqliteBackend(SqliteConnection):
         return False
 
     def ensure_record_index(self, *, timeout: float) -> bool:
-        """One write transaction, like a set's build (``timeout`` is not applied)."""
+        """One write transaction, like a set's build (``timeout`` is not applied).
+
+        A read-only store builds nothing: it orders without the index.
+        """
+        if self._read_only:
+            return False
         with self._transaction() as connection:
             connection.execute(
                 f"CREATE INDEX IF NOT EXISTS {self._table}_record_idx "
