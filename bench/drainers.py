@@ -16,6 +16,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from airflow_atomic_store import AtomicStore
+from bench import cpu
 from bench.handwritten import (
     SET_FILTER,
     TEXT_FILTER,
@@ -163,10 +164,17 @@ CLAIMERS: dict[str, Any] = {
 
 
 def drain(barrier: Any, kind: str, url: str, batch: int, cap_seconds: float) -> dict[str, Any]:
-    """Claim until the queue is drained or ``cap_seconds`` pass; return stamps and keys won."""
-    claimer: Claimer = CLAIMERS[kind](url, batch)
+    """Claim until the queue is drained or ``cap_seconds`` pass; return stamps and keys won.
+
+    Also the CPU this process and its server backends spent in the loop
+    (:mod:`bench.cpu`; the backend of the "anything left?" check included).
+    """
+    tag = f"bench-drain-{os.getpid()}"
+    claimer: Claimer = CLAIMERS[kind](cpu.tagged_url(url, tag), batch)
     try:
+        meter = cpu.CpuMeter(cpu.backend_pids(url, tag))
         barrier.wait(timeout=120)
+        meter.start()
         start = now()
         stop_at = start + cap_seconds
         keys: list[str] = []
@@ -193,6 +201,7 @@ def drain(barrier: Any, kind: str, url: str, batch: int, cap_seconds: float) -> 
             "calls": calls,
             "capped": capped,
             "first": first,
+            **meter.stop(),
         }
     finally:
         claimer.close()
@@ -209,7 +218,8 @@ def timed_processes(
     """Run a drain loop in ``processes`` processes: rows/s over the wall time, double claims.
 
     ``first_ms`` is the slowest first claim (on the default path, the one that
-    declares a claimable set); ``per_process`` the rows each claimer won.
+    declares a claimable set); ``per_process`` the rows each claimer won;
+    ``client_us_per_row``/``server_us_per_row`` the CPU a row cost (when measured).
     """
     results = run_in_processes(target, [args] * processes, timeout=cap + 300)
     keys = [key for result in results for key in result["keys"]]
@@ -223,4 +233,5 @@ def timed_processes(
         "capped": any(r["capped"] for r in results),
         "first_ms": max(r.get("first", 0.0) for r in results) * 1000,
         "per_process": [len(r["keys"]) for r in results],
+        **cpu.per_row(results, len(keys)),
     }

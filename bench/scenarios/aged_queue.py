@@ -309,8 +309,10 @@ def _target_cell_table(data: dict[str, Any]) -> list[str]:
         return []
     processes, batch = TARGET_CELL
     queue = target_median(samples, "pgmq")
+    names = drains_in(samples)
+    measured = all("server_us_per_row" in sample[name] for sample in samples for name in names)
     rows = []
-    for name in drains_in(samples):
+    for name in names:
         rates = [sample[name]["rate"] for sample in samples]
         ratios = [sample[name]["rate"] / sample["pgmq"]["rate"] for sample in samples]
         rows.append(
@@ -320,6 +322,7 @@ def _target_cell_table(data: dict[str, Any]) -> list[str]:
                 f"{min(rates):,.0f} to {max(rates):,.0f}",
                 f"{target_median(samples, name) / queue:.2f}x",
                 f"{min(ratios):.2f} to {max(ratios):.2f}x",
+                *(_cpu_cells(samples, name) if measured else ()),
             ]
         )
     in_grid = len(samples) - len(data["target_repeats"])
@@ -328,13 +331,32 @@ def _target_cell_table(data: dict[str, Any]) -> list[str]:
         f"**The targets' configuration, {len(samples)} "
         f"alternation{'s' if len(samples) > 1 else ''}** ({processes} claimers, batch {batch}"
         f"{'; the row above is the first' if in_grid else ''}: each runs the drains "
-        "back to back, in rotating order; the targets read these medians):",
+        "back to back, in rotating order; the targets read these medians"
+        + (
+            ". *CPU µs/row*: the medians of the CPU one row cost the claimer processes "
+            "(client) and their server backends (server), measured in `/proc`; on 2 cores a "
+            "drain cannot beat 2,000,000 ÷ (client + server) rows/s"
+            if measured
+            else ""
+        )
+        + "):",
         "",
         *table(
-            ["drain", "median rows/s", "range", "median ÷ (c)", "per alternation ÷ (c)"],
+            ["drain", "median rows/s", "range", "median ÷ (c)", "per alternation ÷ (c)"]
+            + (["client CPU µs/row", "server CPU µs/row", "CPU µs/row"] if measured else []),
             rows,
         ),
     ]
+
+
+def _cpu_cells(samples: list[dict[str, Any]], name: str) -> list[str]:
+    """One drain's median client, server and total CPU per row over the alternations."""
+    client = statistics.median(sample[name]["client_us_per_row"] for sample in samples)
+    server = statistics.median(sample[name]["server_us_per_row"] for sample in samples)
+    total = statistics.median(
+        sample[name]["client_us_per_row"] + sample[name]["server_us_per_row"] for sample in samples
+    )
+    return [f"{client:.1f}", f"{server:.1f}", f"{total:.1f}"]
 
 
 def _hand_rows(lat: dict[str, Any]) -> list[list[str]]:

@@ -47,6 +47,7 @@ def test_the_benchmark_harness_runs_every_scenario_and_writes_a_report(tmp_path:
     for heading in ("Hot key contention", "Scale", "SQLite default", "Aged queue"):
         assert heading in text
     assert "limit-1 claim p50 ≤ 1.25x a guarded single-row update" in text  # aged targets
+    assert "| client CPU µs/row | server CPU µs/row |" in text  # the drains' CPU per row
     assert "with an idempotency key ≤ 1.3x the same call without one" in text
     assert "**NO**" not in text  # no increment was lost
     assert "| 0 |" in text  # the atomic claim handed out no row twice
