@@ -57,30 +57,32 @@ class CpuMeter:
 
     def __init__(self, backends: list[int]) -> None:
         self._backends = backends
-        self._client = self._server = 0.0
+        self._client = 0.0
+        self._server: float | None = None
 
     def _server_now(self) -> float | None:
+        """None when there is nothing to read: no backend, or a server on another machine."""
+        if not self._backends:
+            return None
         try:
             return sum(_process_cpu(pid) for pid in self._backends)
-        except OSError:  # a server on another machine: its CPU is not measured
+        except OSError:
             return None
 
     def start(self) -> None:
-        self._client, server = time.process_time(), self._server_now()
-        self._server = float("nan") if server is None else server
+        self._client, self._server = time.process_time(), self._server_now()
 
     def stop(self) -> dict[str, Any]:
         client, server = time.process_time(), self._server_now()
         return {
             "client_cpu": client - self._client,
-            "server_cpu": None if server is None or not self._backends else server - self._server,
+            "server_cpu": None if server is None or self._server is None else server - self._server,
         }
 
 
 def per_row(results: list[dict[str, Any]], rows: int) -> dict[str, float]:
     """Client and server CPU µs per row over a drain's processes (when each measured both)."""
-    measured = [r for r in results if r.get("server_cpu") is not None]
-    if not rows or not results or len(measured) < len(results):
+    if not rows or any(r.get("server_cpu") is None for r in results):
         return {}
     return {
         "client_us_per_row": sum(r["client_cpu"] for r in results) / rows * 1e6,
