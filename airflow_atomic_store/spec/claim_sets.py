@@ -1,12 +1,16 @@
-"""Claimable sets: the rows of one logical table that a queue's claims take from.
+"""Claimable sets: the rows a queue's claims take from, in every logical table.
 
-A set is a ``where`` on one table plus the order its claims use. The store
-keeps a partial index holding only the set's rows, so a claim walks the
-claimable rows and never the rows already consumed. The planner can use that
+A set is a ``where`` plus the order its claims use. The store keeps one partial
+index per set, holding only the rows its ``where`` matches, keyed by logical
+table first: so every table whose claims use that filter shares the index, and
+a claim walks its own table's claimable rows, never the rows already consumed.
+One index per filter, not per table and filter: a store with a logical table per
+run or tenant then has as many sets as it has queue filters, not as tables, and
+every index on the rows table is work each write does. The planner can use that
 index only when it can *prove* the claim's filter implies the index predicate,
 which it does from literals in the statement text: so a claim whose conditions
 include a set's conditions gets those conditions written as validated literals
-(:func:`covered_conditions` says which), and the rest stay bound.
+(:func:`covered_conditions` says which), and the rest (its table too) stay bound.
 
 Conditions are compared by their canonical JSON text, not Python equality: a
 literal ``1`` and ``1.0`` are different constants to the planner, and
@@ -46,9 +50,8 @@ def condition_key(condition: Condition) -> ConditionKey:
 
 @dataclass(frozen=True)
 class ClaimSet:
-    """A parsed claimable set: ``table``, its conditions and the claims' order column."""
+    """A parsed claimable set: its conditions and the claims' order column."""
 
-    table: str
     conditions: tuple[Condition, ...]
     match: Match
     column: OrderColumn
@@ -65,7 +68,6 @@ class ClaimSet:
     def to_json(self) -> dict[str, Any]:
         """The set as stored in the catalog and shown when sets are listed."""
         return {
-            "table": self.table,
             "where": [
                 {"field": c.path.text, "operator": c.operator.name}
                 | ({"value": c.value} if c.operator.takes_value else {})
@@ -80,13 +82,20 @@ class ClaimSet:
         """Canonical text: two sets are the same set exactly when their identities are equal."""
         return dumps(self.to_json())
 
-    def index_name(self, storage_table: str) -> str:
-        """A stable name of at most 63 characters (storage tables have at most 48)."""
-        digest = hashlib.sha256(self.identity.encode()).hexdigest()[:10]
+    def index_name(self, storage_table: str, attempt: int = 0) -> str:
+        """A name of at most 63 characters (storage tables have at most 48): 40 bits of hash.
+
+        Two sets can share those bits (one such pair is in tests/unit/test_set_index_names.py),
+        so the name is only a proposal: the builder takes the first ``attempt`` whose
+        name the store's catalog does not hold for another set (``set_catalog.choose_name``),
+        and everything else finds a set by its identity, never by its name.
+        """
+        text = self.identity if attempt == 0 else f"{self.identity}#{attempt}"
+        digest = hashlib.sha256(text.encode()).hexdigest()[:10]
         return f"{storage_table}_set_{digest}"
 
 
-def parse_claim_set(table: str, where: Any, match: Any, order_by: Any) -> ClaimSet:
+def parse_claim_set(where: Any, match: Any, order_by: Any) -> ClaimSet:
     """A declared set, validated: conditions a partial index can hold, with bounded literals."""
     conditions = parse_where(where)
     if not conditions:
@@ -97,11 +106,10 @@ def parse_claim_set(table: str, where: Any, match: Any, order_by: Any) -> ClaimS
             raise SpecError(f"where[{number}]", problem)
     mode = parse_match(match)
     column = parse_ordering(order_by, "asc").column
-    return ClaimSet(table, _canonical_order(conditions), mode, column)
+    return ClaimSet(_canonical_order(conditions), mode, column)
 
 
 def automatic_claim_set(
-    table: str,
     conditions: Sequence[Condition],
     match: str,
     column: OrderColumn,
@@ -129,12 +137,12 @@ def automatic_claim_set(
     if match == "any" and len(conditions) > 1:
         if len(safe) != len(conditions):
             return None
-        return ClaimSet(table, _canonical_order(safe), "any", column)
-    return ClaimSet(table, _canonical_order(safe), "all", column)
+        return ClaimSet(_canonical_order(safe), "any", column)
+    return ClaimSet(_canonical_order(safe), "all", column)
 
 
 def covered_conditions(
-    claim_set: ClaimSet, table: str, conditions: Sequence[Condition], match: str
+    claim_set: ClaimSet, conditions: Sequence[Condition], match: str
 ) -> frozenset[int] | None:
     """Which of a claim's conditions to write as literals so the set's index serves it.
 
@@ -142,8 +150,6 @@ def covered_conditions(
     ``all`` set is implied by any ``all`` claim that has each of its
     conditions; an ``any`` set (of two or more) only by the same ``any``.
     """
-    if claim_set.table != table:
-        return None
     keys = [condition_key(c) for c in conditions]
     wanted = claim_set.keys
     conjunctive = match == "all" or len(conditions) == 1

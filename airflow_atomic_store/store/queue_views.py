@@ -135,29 +135,34 @@ class QueueViews:
         match: str = "all",
         order_by: str = "createdAt",
     ) -> str:
-        """Declare a claimable set: the rows of ``table`` that a queue's claims take from.
+        """Declare a claimable set: the rows that a queue's claims on ``table`` take from.
 
         A claim marks rows in place, so a queue's table keeps every row it ever
         consumed. The store builds a partial index holding only the rows that
-        match ``where`` (e.g. ``status equals pending``), in ``order_by`` order,
-        and every claim whose filter includes these conditions walks that index
-        instead of the table's history. Conditions are ``equals``,
+        match ``where`` (e.g. ``status equals pending``), by table and in
+        ``order_by`` order, and every claim whose filter includes these
+        conditions walks that index instead of the table's history. The set is
+        the filter's: it serves every table whose claims use it, ``table`` too. Conditions are ``equals``,
         ``not_equals``, ``in``, ``not_in``, ``exists`` or ``not_exists`` on
         strings, integers, booleans or null. Idempotent and safe from many
         processes; on PostgreSQL built ``CONCURRENTLY``, so writers are never
         blocked. Returns the index name; :meth:`claim_sets` lists the sets.
         """
-        claim_set = parse_claim_set(parse_table(table), where, match, order_by)
+        parse_table(table)
+        claim_set = parse_claim_set(where, match, order_by)
         return self._claim_sets.declare(claim_set).name
 
     def claim_sets(self, table: str | None = None) -> list[dict[str, Any]]:
-        """Every claimable set (of one table, or all): name, where, origin and state.
+        """Every claimable set: name, where, origin, state (sets serve every table, so
+        ``table`` is only checked).
 
         ``origin`` is ``declared`` (:meth:`ensure_claim_index`) or ``automatic``
         (the store's own, see ``auto_claim_sets``); ``state`` is ``ready``,
         ``building`` or ``failed`` (with the ``problem``).
         """
-        stored = self._claim_sets.listing(None if table is None else parse_table(table))
+        if table is not None:
+            parse_table(table)
+        stored = self._claim_sets.listing()
         return [entry.to_json() for entry in stored]
 
     def drop_claim_set(self, name: str) -> bool:

@@ -3,13 +3,13 @@
 The policy is pure: what a backend stores and builds is behind ``SetStorage``.
 This storage is a stand-in for "another process is building the set", which a
 real database shows only for the milliseconds a build takes; the PostgreSQL side
-of it (``build_in_progress`` reading the build lock) is tested against a real
-server in tests/integration/test_claim_sets.py.
+of it (``build_in_progress`` reading a set's lock, a builder killed mid-build) is
+tested against a real server in tests/integration/test_claim_set_builds.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -20,59 +20,66 @@ from airflow_atomic_store.store.claim_sets import ClaimSetCatalog, Origin, Store
 
 PENDING = parse_where([{"field": "status", "operator": "equals", "value": "pending"}])
 WRITTEN = {"status", "claimedAt", "claimedBy"}
+QUEUE_SET = ClaimSet(PENDING, "all", "created_at")
+NAME = QUEUE_SET.index_name("rows")
 
 
 @dataclass
 class Catalog:
-    """One table's sets as the database would list them, and a build running elsewhere.
+    """The store's sets as the database would list them, and builds running elsewhere.
 
     ``elsewhere_polls``: how many more times ``build_in_progress`` answers True
-    before the other process's build finishes (its set then lists as ready).
+    before the other process's build of the queue's set ends; it then lists as
+    ready, or stays "building" when ``builder_dies``. ``other_build``: another
+    set's build holds the build lock for good.
     """
 
     sets: dict[str, StoredSet] = field(default_factory=dict)
     elsewhere_polls: int = 0
+    builder_dies: bool = False
+    other_build: bool = False
     builds_here: int = 0
-    lock_held_elsewhere: bool = False
-    winner_pending: bool = False  # another process took the build lock, records its set next
-    #: Another process holds the build lock and lists its set only after this many polls.
-    unlisted_polls: int = 0
-    #: Another process holds the build lock for good, building another table's set.
-    other_set_building: bool = False
     progress_polls: int = 0
+    touched: list[str] = field(default_factory=list)
+    idle_drops: int = 0
 
-    def load_claim_sets(self, table: str | None) -> list[StoredSet]:
-        return [s for s in self.sets.values() if table is None or s.claim_set.table == table]
+    def load_claim_sets(self) -> list[StoredSet]:
+        return list(self.sets.values())
 
     def build_claim_set(
         self, claim_set: ClaimSet, origin: Origin, *, timeout: float | None, automatic_limit: int
     ) -> StoredSet | None:
-        if self.winner_pending:  # lost the race: by now the winner has recorded the set
-            self.winner_pending = False
-            self.record_building_elsewhere(polls=3)
-        if self.lock_held_elsewhere or self.unlisted_polls > 0:
+        known = self.sets.get(NAME)
+        if self.elsewhere_polls > 0 or self.other_build:
+            return None  # its set lock, or the build lock, is another process's
+        if known is not None and known.state == "failed":
             return None
         self.builds_here += 1
-        built = StoredSet(claim_set.index_name("rows"), claim_set, origin, "ready")
-        self.sets[built.name] = built
+        built = StoredSet(NAME, claim_set, origin, "ready")
+        self.sets[NAME] = built
         return built
 
-    def build_in_progress(self, name: str | None = None) -> bool:
+    def build_in_progress(self, claim_set: ClaimSet) -> bool:
         self.progress_polls += 1
-        if self.other_set_building and name is None:
-            return True
-        if self.unlisted_polls > 0:
-            self.unlisted_polls -= 1
-            if self.unlisted_polls == 0:  # the winner lists the set, then builds it
-                self.record_building_elsewhere(polls=3)
-            return True
         if self.elsewhere_polls <= 0:
             return False
         self.elsewhere_polls -= 1
-        if self.elsewhere_polls == 0:  # the other process's build just finished
-            self.sets = {name: _with_state(s, "ready") for name, s in self.sets.items()}
-            self.lock_held_elsewhere = False
+        if self.elsewhere_polls == 0 and not self.builder_dies:
+            self.sets[NAME] = replace(self.sets[NAME], state="ready")
         return True
+
+    def touch_claim_set(self, name: str) -> bool:
+        self.touched.append(name)
+        return name in self.sets
+
+    def drop_idle_claim_sets(self, idle_seconds: float) -> list[str]:
+        self.idle_drops += 1
+        idle = [
+            n for n, s in self.sets.items() if s.origin == "automatic" and s.idle >= idle_seconds
+        ]
+        for name in idle:
+            del self.sets[name]
+        return idle
 
     def drop_claim_set(self, name: str) -> bool:
         return self.sets.pop(name, None) is not None
@@ -80,24 +87,19 @@ class Catalog:
     def ensure_record_index(self, *, timeout: float) -> bool:
         return True
 
-    def record_building_elsewhere(self, polls: int) -> None:
-        """Another process recorded the queue's set and is building it for ``polls`` polls."""
-        claim_set = ClaimSet("queue", PENDING, "all", "created_at")
-        name = claim_set.index_name("rows")
-        self.sets[name] = StoredSet(name, claim_set, "automatic", "building")
+    def building_elsewhere(self, polls: int, *, dies: bool = False) -> None:
+        """Another process listed the queue's set and builds it for ``polls`` polls."""
+        self.sets[NAME] = StoredSet(NAME, QUEUE_SET, "automatic", "building")
         self.elsewhere_polls = polls
-        self.lock_held_elsewhere = polls > 0
+        self.builder_dies = dies
 
 
-def _with_state(stored: StoredSet, state: str) -> StoredSet:
-    return StoredSet(stored.name, stored.claim_set, stored.origin, state)  # type: ignore[arg-type]
+def _policy(catalog: Catalog) -> ClaimSetCatalog:
+    return ClaimSetCatalog(catalog, automatic=True)
 
 
-def _chosen(catalog: Catalog):  # type: ignore[no-untyped-def]
-    policy = ClaimSetCatalog(catalog, automatic=True)
-    return policy.for_claim(
-        "queue", PENDING, "all", "created_at", written=WRITTEN, may_declare=True
-    )
+def _claim(policy: ClaimSetCatalog, table: str = "queue"):  # type: ignore[no-untyped-def]
+    return policy.for_claim(table, PENDING, "all", "created_at", written=WRITTEN, may_declare=True)
 
 
 @pytest.fixture(autouse=True)
@@ -108,72 +110,105 @@ def quick_polls(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_claim_waits_for_another_process_building_its_set_then_runs_through_it() -> None:
     catalog = Catalog()
-    catalog.record_building_elsewhere(polls=5)
-    chosen = _chosen(catalog)
-    assert chosen is not None and chosen.name in catalog.sets
+    catalog.building_elsewhere(polls=5)
+    chosen = _claim(_policy(catalog))
+    assert chosen is not None and chosen.name == NAME
     assert catalog.builds_here == 0
     assert catalog.elsewhere_polls == 0  # it waited until that build was over
 
 
-def test_a_claim_that_loses_the_race_to_build_waits_for_the_winner() -> None:
-    catalog = Catalog(winner_pending=True)  # nothing listed yet; the winner has the lock
-    chosen = _chosen(catalog)
-    assert chosen is not None and chosen.name in catalog.sets
-    assert catalog.builds_here == 0
-
-
-def test_a_claim_that_looks_before_the_winner_lists_its_set_still_waits_for_it() -> None:
-    catalog = Catalog(unlisted_polls=4)  # the lock is taken, the catalog lists nothing yet
-    chosen = _chosen(catalog)
-    assert chosen is not None and chosen.name in catalog.sets
-    assert catalog.builds_here == 0
-    assert catalog.elsewhere_polls == 0  # it waited for the listing, then for the build
-
-
-def test_a_build_of_another_set_is_not_waited_for_beyond_the_listing_grace(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(claim_sets, "UNLISTED_BUILD_SECONDS", 0.05)
-    catalog = Catalog(unlisted_polls=10**9)  # the lock stays held; this set is never listed
-    assert _chosen(catalog) is None  # the claim goes on unindexed after the grace
-    assert catalog.builds_here == 0
-    assert catalog.unlisted_polls > 10**9 - 1000  # it did not wait for that build to end
+def test_a_claim_whose_builder_died_mid_build_builds_the_set_at_once() -> None:
+    """Red-team finding: the claims that waited for a builder that died went on
+    unindexed for ``RETRY_SECONDS`` (60 s), at seconds per claim on a long history."""
+    catalog = Catalog()
+    catalog.building_elsewhere(polls=3, dies=True)
+    policy = _policy(catalog)
+    chosen = _claim(policy)
+    assert chosen is not None and chosen.name == NAME
+    assert catalog.builds_here == 1
+    assert _claim(policy) == chosen  # and the next claim goes through it too
 
 
 def test_a_set_left_building_by_a_build_that_died_is_built_again() -> None:
     catalog = Catalog()
-    catalog.record_building_elsewhere(polls=0)  # listed as building; nobody builds it
-    chosen = _chosen(catalog)
+    catalog.building_elsewhere(polls=0)  # listed as building; nobody builds it
+    chosen = _claim(_policy(catalog))
     assert chosen is not None
     assert catalog.builds_here == 1
 
 
-def test_a_set_left_building_by_a_dead_build_is_not_waited_for_while_another_is_built() -> None:
-    """Another set's build holds the build lock for its whole (long) build: a claim
-    whose set a died build left "building" used to wait up to the bound for it."""
-    catalog = Catalog(other_set_building=True, lock_held_elsewhere=True)
-    catalog.record_building_elsewhere(polls=0)  # listed as building; nobody builds it
-    catalog.lock_held_elsewhere = True  # ... and the build lock is another set's
-    assert _chosen(catalog) is None  # not built here (the lock is taken): unindexed
+def test_another_sets_build_is_not_waited_for() -> None:
+    """The build lock is another set's, for its whole (long) build: the claim asks
+    about its own set once and goes on unindexed."""
+    catalog = Catalog(other_build=True)
+    catalog.building_elsewhere(polls=0)
+    assert _claim(_policy(catalog)) is None
     assert catalog.builds_here == 0
-    assert catalog.progress_polls <= 2  # it asked about its own set and went on
+    assert catalog.progress_polls == 1
 
 
 def test_the_wait_for_another_build_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(claim_sets, "AUTOMATIC_BUILD_SECONDS", 0.05)
     catalog = Catalog()
-    catalog.record_building_elsewhere(polls=10**9)  # a build that never ends
-    assert _chosen(catalog) is None  # the claim goes on unindexed
+    catalog.building_elsewhere(polls=10**9)  # a build that never ends
+    assert _claim(_policy(catalog)) is None  # the claim goes on unindexed
     assert catalog.builds_here == 0
 
 
 def test_a_failed_set_is_neither_waited_for_nor_built_again() -> None:
     catalog = Catalog()
-    catalog.record_building_elsewhere(polls=0)
-    name = next(iter(catalog.sets))
-    catalog.sets[name] = _with_state(catalog.sets[name], "failed")
-    assert _chosen(catalog) is None
+    catalog.building_elsewhere(polls=0)
+    catalog.sets[NAME] = replace(catalog.sets[NAME], state="failed")
+    assert _claim(_policy(catalog)) is None
     assert catalog.builds_here == 0
+    assert catalog.progress_polls == 0
+
+
+def test_one_set_serves_the_filter_on_every_table() -> None:
+    catalog = Catalog()
+    policy = _policy(catalog)
+    chosen = {_claim(policy, f"run-{number}") for number in range(50)}
+    assert chosen == {_claim(policy)}
+    assert catalog.builds_here == 1
+
+
+def test_idle_automatic_sets_are_dropped_when_the_sets_are_listed() -> None:
+    catalog = Catalog()
+    old = StoredSet("rows_set_0000000001", QUEUE_SET, "automatic", "ready", None, 1e9)
+    declared = replace(old, name="rows_set_0000000002", origin="declared")
+    catalog.sets = {old.name: old, declared.name: declared}
+    policy = _policy(catalog)
+    assert [s.name for s in policy.listing()] == [old.name, declared.name]
+    chosen = _claim(policy)
+    assert catalog.idle_drops == 1
+    assert chosen is not None and chosen.name == declared.name  # declared sets stay
+
+
+def test_a_set_in_use_is_noted_at_most_once_per_stamp_period() -> None:
+    catalog = Catalog()
+    catalog.sets[NAME] = StoredSet(NAME, QUEUE_SET, "automatic", "ready", None, 7200.0)
+    policy = _policy(catalog)
+    for _ in range(5):
+        assert _claim(policy) is not None
+    assert catalog.touched == [NAME]  # noted two hours after its last use, then not again
+    fresh = Catalog()
+    fresh.sets[NAME] = StoredSet(NAME, QUEUE_SET, "automatic", "ready", None, 60.0)
+    for _ in range(5):
+        _claim(_policy(fresh))
+    assert fresh.touched == []  # another process noted it a minute ago
+
+
+def test_a_set_found_gone_when_noted_is_listed_again() -> None:
+    catalog = Catalog()
+    catalog.sets[NAME] = StoredSet(NAME, QUEUE_SET, "declared", "ready", None, 7200.0)
+    policy = _policy(catalog)
+    assert _claim(policy) is not None
+    del catalog.sets[NAME]  # another process dropped it since
+    policy._stamp_due[NAME] = 0.0
+    assert _claim(policy) is not None  # noted, found gone, forgotten (the claim is correct)...
+    assert catalog.builds_here == 0
+    assert _claim(policy) is not None
+    assert catalog.builds_here == 1  # ...and the next claim declared it again
 
 
 @pytest.mark.parametrize(

@@ -32,47 +32,42 @@ OLD = {"field": "claimedAt", "operator": "lt", "value": "2025-01-01T00:00:00.000
 
 
 def test_a_set_covers_an_all_claim_holding_its_conditions_and_names_them():
-    pending = parse_claim_set("q", [PENDING], "all", "createdAt")
+    pending = parse_claim_set([PENDING], "all", "createdAt")
     claim = parse_where([OLD, PENDING])
-    assert covered_conditions(pending, "q", claim, "all") == frozenset({1})
-    assert covered_conditions(pending, "other", claim, "all") is None
-    assert covered_conditions(pending, "q", claim, "any") is None
-    assert covered_conditions(pending, "q", parse_where([OLD]), "all") is None
+    assert covered_conditions(pending, claim, "all") == frozenset({1})
+    assert covered_conditions(pending, claim, "any") is None
+    assert covered_conditions(pending, parse_where([OLD]), "all") is None
 
 
 def test_conditions_are_the_same_only_when_their_json_is_the_same():
-    one = parse_claim_set(
-        "q", [{"field": "n", "operator": "equals", "value": 1}], "all", "createdAt"
-    )
+    one = parse_claim_set([{"field": "n", "operator": "equals", "value": 1}], "all", "createdAt")
     for other in (True, "1"):
         claim = parse_where([{"field": "n", "operator": "equals", "value": other}])
-        assert covered_conditions(one, "q", claim, "all") is None
+        assert covered_conditions(one, claim, "all") is None
 
 
 def test_an_any_set_serves_only_the_same_any_claim():
     states = [PENDING, {"field": "status", "operator": "equals", "value": "retry"}]
-    either = parse_claim_set("q", states, "any", "createdAt")
-    assert covered_conditions(either, "q", parse_where(states[::-1]), "any") == {0, 1}
-    assert covered_conditions(either, "q", parse_where(states[:1]), "all") is None
+    either = parse_claim_set(states, "any", "createdAt")
+    assert covered_conditions(either, parse_where(states[::-1]), "any") == {0, 1}
+    assert covered_conditions(either, parse_where(states[:1]), "all") is None
 
 
 def test_a_set_is_named_by_what_it_holds_not_by_how_it_was_written():
-    a = parse_claim_set("q", [PENDING, {"field": "kind", "operator": "exists"}], "all", "createdAt")
-    b = parse_claim_set(
-        "q", [{"field": "kind", "operator": "exists"}, PENDING], "ALL", "created_at"
-    )
+    a = parse_claim_set([PENDING, {"field": "kind", "operator": "exists"}], "all", "createdAt")
+    b = parse_claim_set([{"field": "kind", "operator": "exists"}, PENDING], "ALL", "created_at")
     assert a.index_name("atomic_store_rows") == b.index_name("atomic_store_rows")
     longest = a.index_name("t" * 48)
     assert len(longest) <= 63
-    assert a.index_name("s") != parse_claim_set("q", [PENDING], "all", "createdAt").index_name("s")
+    assert a.index_name("s") != parse_claim_set([PENDING], "all", "createdAt").index_name("s")
 
 
 def test_the_store_declares_sets_only_for_queue_filters_on_fields_the_claim_writes():
     claim = parse_where([PENDING, OLD])
-    automatic = automatic_claim_set("q", claim, "all", "created_at", {"status", "claimedAt"})
+    automatic = automatic_claim_set(claim, "all", "created_at", {"status", "claimedAt"})
     assert automatic is not None and [c.path.text for c in automatic.conditions] == ["status"]
-    assert automatic_claim_set("q", claim, "all", "created_at", {"claimedAt"}) is None
-    assert automatic_claim_set("q", claim, "any", "created_at", {"status", "claimedAt"}) is None
+    assert automatic_claim_set(claim, "all", "created_at", {"claimedAt"}) is None
+    assert automatic_claim_set(claim, "any", "created_at", {"status", "claimedAt"}) is None
 
 
 @pytest.mark.parametrize(
@@ -88,7 +83,7 @@ def test_the_store_declares_sets_only_for_queue_filters_on_fields_the_claim_writ
 )
 def test_a_set_holds_only_plain_comparisons_with_bounded_literals(condition):
     with pytest.raises(SpecError) as info:
-        parse_claim_set("q", [condition], "all", "createdAt")
+        parse_claim_set([condition], "all", "createdAt")
     assert info.value.field == "where[0]"
 
 

@@ -25,9 +25,9 @@ from airflow_atomic_store.store.backend import (
     decoded,
     in_claim_order,
 )
-from airflow_atomic_store.store.claim_sets import ChosenSet, Origin, StoredSet
+from airflow_atomic_store.store.claim_sets import IDLE_SECONDS, ChosenSet, Origin, StoredSet
 from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, NOTIFY_MODES, channel_for
-from airflow_atomic_store.store.postgres import claim_sets, receipts, schema
+from airflow_atomic_store.store.postgres import claim_sets, receipts, schema, set_catalog
 from airflow_atomic_store.store.postgres.connection import Connect, PostgresConnection
 from airflow_atomic_store.store.postgres.explain import explain
 from airflow_atomic_store.store.postgres.jsonb import jsonb
@@ -93,9 +93,9 @@ class PostgresBackend(PostgresConnection):
 
     # -- claimable sets -----------------------------------------------------
 
-    def load_claim_sets(self, table: str | None) -> list[StoredSet]:
+    def load_claim_sets(self) -> list[StoredSet]:
         with self._cursor(many_rows=True) as cur:
-            return claim_sets.load(cur, schema.sets_table(self._table_name), table)
+            return claim_sets.load(cur, schema.sets_table(self._table_name))
 
     def build_claim_set(
         self,
@@ -105,21 +105,33 @@ class PostgresBackend(PostgresConnection):
         timeout: float | None,
         automatic_limit: int,
     ) -> StoredSet | None:
-        predicate = self._set_predicate(claim_set)
         with self._cursor() as cur:
             return claim_sets.build(
                 cur,
                 storage_table=self._table_name,
-                predicate=predicate,
+                where=self._sql.where,
                 claim_set=claim_set,
                 origin=origin,
                 timeout=timeout,
                 automatic_limit=automatic_limit,
+                idle_seconds=IDLE_SECONDS,
             )
 
-    def build_in_progress(self, name: str | None = None) -> bool:
+    def build_in_progress(self, claim_set: ClaimSet) -> bool:
         with self._cursor() as cur:
-            return claim_sets.build_in_progress(cur, name)
+            return claim_sets.build_in_progress(cur, claim_set)
+
+    def touch_claim_set(self, name: str) -> bool:
+        if self._read_only:
+            return True
+        with self._cursor() as cur:
+            return set_catalog.touch(cur, schema.sets_table(self._table_name), name)
+
+    def drop_idle_claim_sets(self, idle_seconds: float) -> list[str]:
+        if self._read_only:
+            return []
+        with self._cursor() as cur:
+            return claim_sets.drop_idle(cur, self._table_name, idle_seconds)
 
     def ensure_record_index(self, *, timeout: float) -> bool:
         """The ``record_timestamp`` index, built the first time something orders by it.
@@ -145,10 +157,6 @@ class PostgresBackend(PostgresConnection):
     def drop_claim_set(self, name: str) -> bool:
         with self._cursor() as cur:
             return claim_sets.drop(cur, self._table_name, name)
-
-    def _set_predicate(self, claim_set: ClaimSet) -> str:
-        """The partial index's predicate: the same literal SQL a covered claim contains."""
-        return claim_sets.predicate(self._sql.where, claim_set, self._id(claim_set.table))
 
     # -- primitives ---------------------------------------------------------
 

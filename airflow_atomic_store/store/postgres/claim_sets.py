@@ -1,17 +1,16 @@
-"""PostgreSQL claimable sets: a catalog table and one partial index per set.
+"""PostgreSQL claimable sets: one partial index per filter, built and dropped concurrently.
 
 Each set's index holds only the rows its predicate matches, on
-``(order column, key)``: a claim walks the claimable rows in claim order and
-never the consumed ones. Indexes are built ``CONCURRENTLY`` (writers are never
-blocked) one at a time across processes, on a session advisory lock polled
-with ``pg_try_`` (a blocking wait would hold a snapshot the build waits for).
+``(table_id, order column, key)``: every logical table whose claims use the
+filter shares it, and a claim (its table id bound) walks its own table's
+claimable rows in claim order, never the consumed ones. Indexes are built
+``CONCURRENTLY`` (writers are never blocked), one at a time across processes
+(``set_locks``); the catalog is ``set_catalog``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Iterator
 from typing import Any, Literal
 
 import psycopg
@@ -19,19 +18,38 @@ from psycopg import sql
 
 from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.store.backend import is_set_index
-from airflow_atomic_store.store.claim_sets import Origin, StoredSet, stored_set
+from airflow_atomic_store.store.claim_set_types import Origin, StoredSet
 from airflow_atomic_store.store.compiler import WhereCompiler
-from airflow_atomic_store.store.postgres import schema, session
-from airflow_atomic_store.store.postgres.where import literal, without_placeholders
+from airflow_atomic_store.store.postgres import schema, session, set_catalog
+from airflow_atomic_store.store.postgres.set_catalog import (
+    INDEX_VALID,
+    record_index_given_up,
+)
+from airflow_atomic_store.store.postgres.set_locks import (
+    BUILD_LOCK_ID,
+    build_in_progress,
+    build_lock,
+    set_build_lock,
+)
+from airflow_atomic_store.store.postgres.where import without_placeholders
 
-#: Serialises index builds across processes (next to the schema lock's id).
-BUILD_LOCK_ID = schema.SCHEMA_LOCK_ID + 1
-#: Longest an automatic build waits for transactions that hold the table (writers
-#: whose transactions are still open): then it stands aside without a trace and
-#: is tried again later, so a claim never waits long behind someone's transaction.
+__all__ = [
+    "BUILD_LOCK_ID",
+    "build",
+    "build_concurrently",
+    "build_in_progress",
+    "build_lock",
+    "drop",
+    "drop_idle",
+    "load",
+    "record_index_gave_up",
+    "record_index_given_up",
+]
+
+#: Longest an automatic build (or a cleanup's drop) waits for transactions that hold
+#: the table (writers whose transactions are still open): then it stands aside without
+#: a trace and is tried again later, so a claim never waits long behind one.
 AUTOMATIC_LOCK_WAIT = "2s"
-
-INDEX_VALID = schema.sql_file("index_valid.sql")
 #: Whether this session may build an index on the table: only its owner (or a member
 #: of the owning role, or a superuser) may. Asked first, so an automatic build that is
 #: not allowed leaves no "must be owner" error in the server's log for every process.
@@ -40,95 +58,20 @@ _MAY_BUILD = (
     "WHERE c.relname = %s AND c.relkind IN ('r', 'p') AND pg_table_is_visible(c.oid)"
 )
 
-_LOAD = (
-    "SELECT s.name, s.spec, s.origin, s.problem, i.indisvalid "
-    "FROM {sets} AS s LEFT JOIN pg_class AS c "
-    "ON c.relname = s.name AND c.relkind = 'i' AND pg_table_is_visible(c.oid) "
-    "LEFT JOIN pg_index AS i ON i.indexrelid = c.oid "
-    "WHERE NOT s.spec ? 'record_index' AND (%s::text IS NULL OR s.table_name = %s) "
-    "ORDER BY s.table_name, s.name"
-)
-
-#: The ``record_timestamp`` index's give-up ("too slow", "not allowed") is a catalog row
-#: under the index's name with this spec, so every process (each Airflow task is one)
-#: sees it, not only the one that tried: an index that took longer than the bound is not
-#: built again, bounded and dropped, by every task that orders by ``recordTimestamp``.
-#: ``load`` skips it (it is no set); ``drop_claim_set(<index name>)`` deletes it.
-RECORD_INDEX_SPEC = '{"record_index": true}'
-
-
-def record_index_given_up(cursor: psycopg.Cursor[Any], sets_table: str, name: str) -> bool:
-    row = cursor.execute(
-        f"SELECT 1 FROM {sets_table} WHERE name = %s AND problem IS NOT NULL".encode(), (name,)
-    ).fetchone()
-    return row is not None
-
-
-def record_index_gave_up(
-    cursor: psycopg.Cursor[Any], sets_table: str, name: str, outcome: Outcome, timeout: float
-) -> None:
-    """Remember the record index's give-up for good; a role that may not write the catalog
-    cannot, and goes on retrying in each process (``RETRY_SECONDS``)."""
-    problem = _RECORD_PROBLEMS.get(outcome)
-    if problem is None:
-        return  # "busy": tried again later
-    with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
-        cursor.execute(
-            f"INSERT INTO {sets_table} (name, table_name, spec, origin, problem) "
-            "VALUES (%s, '', %s::jsonb, 'automatic', %s) "
-            "ON CONFLICT (name) DO UPDATE SET problem = EXCLUDED.problem".encode(),
-            (name, RECORD_INDEX_SPEC, problem.format(timeout=timeout)),
-        )
-
-
-def load(cursor: psycopg.Cursor[Any], sets_table: str, table: str | None) -> list[StoredSet]:
-    rows = cursor.execute(_LOAD.format(sets=sets_table).encode(), (table, table)).fetchall()
-    return [
-        stored_set(name, spec, origin, problem, bool(valid))
-        for name, spec, origin, problem, valid in rows
-    ]
-
-
-def build(
-    cursor: psycopg.Cursor[Any],
-    *,
-    storage_table: str,
-    predicate: str,
-    claim_set: ClaimSet,
-    origin: Origin,
-    timeout: float | None,
-    automatic_limit: int,
-) -> StoredSet | None:
-    """Record the set and build its index; see ``SetStorage.build_claim_set``."""
-    name = claim_set.index_name(storage_table)
-    sets_table = schema.sets_table(storage_table)
-    create = create_index(storage_table, claim_set, predicate)
-    with build_lock(cursor, wait=timeout is None) as held:
-        if not held:
-            return None  # another process is building: the catalog waits for it (bounded)
-        with set_build_lock(cursor, name):
-            if origin == "automatic" and not _may_add_automatic(
-                cursor, sets_table, claim_set, name, automatic_limit
-            ):
-                return None
-            try:
-                _record(cursor, sets_table, name, claim_set, origin)
-            except psycopg.errors.InsufficientPrivilege:
-                if origin == "automatic":
-                    return None  # a role that may not even list a set: claims go on unindexed
-                raise
-            try:
-                outcome = build_concurrently(cursor, storage_table, name, create, timeout=timeout)
-            except psycopg.Error as exc:  # a declared build: listed as failed, and raised
-                with contextlib.suppress(psycopg.Error):
-                    _record_problem(cursor, sets_table, name, f"the build failed: {exc}".strip())
-                raise
-            problem = _PROBLEMS.get(outcome)
-            if problem is not None:
-                _record_problem(cursor, sets_table, name, problem.format(timeout=timeout))
-            return _load_one(cursor, sets_table, name) if outcome == "ready" else None
-
-
+Outcome = Literal["ready", "busy", "too slow", "not allowed"]
+#: What an automatic build's failure means; any other error is raised.
+_AUTOMATIC_OUTCOMES: dict[type[psycopg.Error], Outcome] = {
+    psycopg.errors.QueryCanceled: "too slow",  # past the build's statement_timeout
+    psycopg.errors.LockNotAvailable: "busy",  # past AUTOMATIC_LOCK_WAIT
+    psycopg.errors.InsufficientPrivilege: "not allowed",  # only the table's owner may
+}
+#: What a failed drop of an (invalid or idle) index means: its wait for open
+#: transactions ran out, so it is tried again later (never "too slow", for good).
+_DROP_OUTCOMES: dict[type[psycopg.Error], Outcome] = {
+    psycopg.errors.QueryCanceled: "busy",
+    psycopg.errors.LockNotAvailable: "busy",
+    psycopg.errors.InsufficientPrivilege: "not allowed",
+}
 #: Why an automatic build gave up for good, as the catalog lists it ("busy" is tried again).
 _PROBLEMS = {
     "too slow": (
@@ -140,8 +83,6 @@ _PROBLEMS = {
         "create one); declare the set with ensure_claim_index() as the owner"
     ),
 }
-
-
 _RECORD_PROBLEMS = {
     "too slow": (
         "the automatic build took longer than {timeout:g} s; build it by hand "
@@ -154,95 +95,100 @@ _RECORD_PROBLEMS = {
 }
 
 
-def _record_problem(cursor: psycopg.Cursor[Any], sets_table: str, name: str, problem: str) -> None:
-    cursor.execute(
-        f"UPDATE {sets_table} SET problem = %s WHERE name = %s".encode(), (problem, name)
-    )
+def load(cursor: psycopg.Cursor[Any], sets_table: str) -> list[StoredSet]:
+    return set_catalog.load(cursor, sets_table)
 
 
-#: Whether some session holds the build lock (a bigint advisory lock shows in
-#: ``pg_locks`` as its high and low 32 bits, ``objsubid`` 1), or one set's build lock
-#: (two ``int4`` keys show as ``classid`` and ``objid``, ``objsubid`` 2). Read, not
-#: tried: a ``pg_try_`` probe would hold the lock for an instant and make a real
-#: builder stand aside.
-_BUILDING = (
-    "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND granted "
-    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-    "AND classid = %s::int4::oid AND objid = {objid} AND objsubid = {objsubid})"
-)
-_ANY_BUILD = _BUILDING.format(objid="%s::int8::oid", objsubid=1)
-_SET_BUILD = _BUILDING.format(objid="hashtext(%s)::oid", objsubid=2)
-#: The first key of a set's build lock (the second is ``hashtext`` of its index name):
-#: held by the builder, under the build lock, from listing the set until its build
-#: ends, so a claim waiting for "its" set can tell that build from another set's.
-SET_BUILD_LOCK_CLASS = (BUILD_LOCK_ID & 0x7FFFFFFF) | 1
+def record_index_gave_up(
+    cursor: psycopg.Cursor[Any], sets_table: str, name: str, outcome: Outcome, timeout: float
+) -> None:
+    problem = _RECORD_PROBLEMS.get(outcome)
+    text = None if problem is None else problem.format(timeout=timeout)
+    set_catalog.record_index_gave_up(cursor, sets_table, name, text)
 
 
-def build_in_progress(cursor: psycopg.Cursor[Any], name: str | None = None) -> bool:
-    """Whether some session builds an index of this database's stores; with ``name``, that set's."""
-    if name is None:
-        row = cursor.execute(
-            _ANY_BUILD, (BUILD_LOCK_ID >> 32, BUILD_LOCK_ID & 0xFFFFFFFF)
-        ).fetchone()
-    else:
-        row = cursor.execute(_SET_BUILD, (SET_BUILD_LOCK_CLASS, name)).fetchone()
-    return bool(row and row[0])
-
-
-def predicate(where: WhereCompiler, claim_set: ClaimSet, table_id: int) -> str:
+def predicate(where: WhereCompiler, claim_set: ClaimSet) -> str:
     """A set's index predicate: the same literal SQL a claim the set covers contains."""
-    conditions = where.literal_predicate(claim_set.conditions, claim_set.match, "value")
-    return f"table_id = {literal(table_id)} AND {conditions}"
+    return where.literal_predicate(claim_set.conditions, claim_set.match, "value")
 
 
 def create_index(
-    storage_table: str, claim_set: ClaimSet, predicate: str, *, concurrently: bool = True
+    storage_table: str, name: str, claim_set: ClaimSet, predicate: str, *, concurrently: bool = True
 ) -> str:
-    """The set's ``CREATE INDEX``: ``(order column, key)`` where its predicate holds."""
-    index = sql.Identifier(claim_set.index_name(storage_table)).as_string(None)
+    """The set's ``CREATE INDEX``: ``(table_id, order column, key)`` where its predicate holds."""
     how = "CONCURRENTLY " if concurrently else ""
     return (
-        f"CREATE INDEX {how}IF NOT EXISTS {index} ON "
-        f"{sql.Identifier(storage_table).as_string(None)} ({claim_set.column}, key) "
+        f"CREATE INDEX {how}IF NOT EXISTS {sql.Identifier(name).as_string(None)} ON "
+        f"{sql.Identifier(storage_table).as_string(None)} (table_id, {claim_set.column}, key) "
         f"WHERE {without_placeholders(predicate)}"
     )
 
 
-@contextlib.contextmanager
-def set_build_lock(cursor: psycopg.Cursor[Any], name: str) -> Iterator[None]:
-    """One set's build lock (see ``SET_BUILD_LOCK_CLASS``); only the build lock's holder takes it."""
-    cursor.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (SET_BUILD_LOCK_CLASS, name))
-    try:
-        yield
-    finally:
-        cursor.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (SET_BUILD_LOCK_CLASS, name))
+def build(
+    cursor: psycopg.Cursor[Any],
+    *,
+    storage_table: str,
+    where: WhereCompiler,
+    claim_set: ClaimSet,
+    origin: Origin,
+    timeout: float | None,
+    automatic_limit: int,
+    idle_seconds: float,
+) -> StoredSet | None:
+    """Record the set and build its index; see ``SetStorage.build_claim_set``.
 
-
-@contextlib.contextmanager
-def build_lock(cursor: psycopg.Cursor[Any], *, wait: bool) -> Iterator[bool]:
-    """The cross-process index-build lock: yields whether it is held (without ``wait``, maybe not).
-
-    Drops take it too: a ``DROP INDEX CONCURRENTLY`` of a set being built
-    deadlocks with the build (each waits for the other's transaction).
+    The set's lock comes first and stays held through the build: a claim that
+    wants this set waits while it is held, and builds at once when it is not.
     """
-    while not cursor.execute("SELECT pg_try_advisory_lock(%s)", (BUILD_LOCK_ID,)).fetchone()[0]:  # type: ignore[index]
-        if not wait:
-            yield False
-            return
-        time.sleep(0.05)
-    try:
-        yield True
-    finally:
-        cursor.execute("SELECT pg_advisory_unlock(%s)", (BUILD_LOCK_ID,))
+    automatic = timeout is not None
+    sets_table = schema.sets_table(storage_table)
+    with (
+        set_build_lock(cursor, claim_set, wait=not automatic) as mine,
+        build_lock(cursor, wait=not automatic and mine) as held,
+    ):
+        if not (mine and held):
+            return None  # another process builds: this set (waited for) or another
+        listed = set_catalog.load(cursor, sets_table)
+        known = set_catalog.find(listed, claim_set)
+        if automatic and not _may_add(cursor, storage_table, known, automatic_limit, idle_seconds):
+            return None
+        name = set_catalog.choose_name(cursor, storage_table, listed, claim_set)
+        try:
+            set_catalog.record(cursor, sets_table, name, claim_set, origin)
+        except psycopg.errors.InsufficientPrivilege:
+            if automatic:
+                return None  # a role that may not even list a set: claims go on unindexed
+            raise
+        create = create_index(storage_table, name, claim_set, predicate(where, claim_set))
+        try:
+            outcome = build_concurrently(cursor, storage_table, name, create, timeout=timeout)
+        except psycopg.Error as exc:  # a declared build: listed as failed, and raised
+            with contextlib.suppress(psycopg.Error):
+                set_catalog.record_problem(
+                    cursor, sets_table, name, f"the build failed: {exc}".strip()
+                )
+            raise
+        problem = _PROBLEMS.get(outcome)
+        if problem is not None:
+            set_catalog.record_problem(cursor, sets_table, name, problem.format(timeout=timeout))
+        return set_catalog.load_one(cursor, sets_table, name) if outcome == "ready" else None
 
 
-Outcome = Literal["ready", "busy", "too slow", "not allowed"]
-#: What an automatic build's failure means; any other error is raised.
-_AUTOMATIC_OUTCOMES: dict[type[psycopg.Error], Outcome] = {
-    psycopg.errors.QueryCanceled: "too slow",  # past the build's statement_timeout
-    psycopg.errors.LockNotAvailable: "busy",  # past AUTOMATIC_LOCK_WAIT
-    psycopg.errors.InsufficientPrivilege: "not allowed",  # only the table's owner may
-}
+def _may_add(
+    cursor: psycopg.Cursor[Any],
+    storage_table: str,
+    known: StoredSet | None,
+    limit: int,
+    idle_seconds: float,
+) -> bool:
+    """Not given up on, and listed already or room under the store's bound (idle sets go)."""
+    if known is not None:
+        return known.state != "failed"
+    sets_table = schema.sets_table(storage_table)
+    if set_catalog.automatic_count(cursor, sets_table) < limit:
+        return True
+    _drop_each(cursor, storage_table, set_catalog.idle_names(cursor, sets_table, idle_seconds))
+    return set_catalog.automatic_count(cursor, sets_table) < limit
 
 
 def may_build_index(cursor: psycopg.Cursor[Any], table: str) -> bool:
@@ -252,12 +198,7 @@ def may_build_index(cursor: psycopg.Cursor[Any], table: str) -> bool:
 
 
 def build_concurrently(
-    cursor: psycopg.Cursor[Any],
-    table: str,
-    name: str,
-    create: str,
-    *,
-    timeout: float | None,
+    cursor: psycopg.Cursor[Any], table: str, name: str, create: str, *, timeout: float | None
 ) -> Outcome:
     """Build one index ``CONCURRENTLY`` (under the build lock), bounded when ``timeout`` is set.
 
@@ -277,10 +218,9 @@ def build_concurrently(
         return "ready"
     if timeout is not None and not may_build_index(cursor, table):
         return "not allowed"
-    drop_it = f"DROP INDEX CONCURRENTLY IF EXISTS {sql.Identifier(name).as_string(None)}"
     with session.bounded(cursor, *_build_bounds(timeout)):
-        if valid is not None:  # an earlier build that gave up left an invalid index
-            outcome = _drop_invalid(cursor, drop_it, automatic=timeout is not None)
+        if valid is not None:  # an earlier build that gave up, or died, left an invalid index
+            outcome = _drop_index(cursor, name, bounded=timeout is not None)
             if outcome is not None:
                 return outcome
         try:
@@ -288,7 +228,7 @@ def build_concurrently(
             return "ready"
         except psycopg.Error as exc:
             with contextlib.suppress(psycopg.Error):
-                cursor.execute(drop_it.encode())
+                cursor.execute(_drop_statement(name))
             gave_up = None if timeout is None else _AUTOMATIC_OUTCOMES.get(type(exc))
             if gave_up is None:
                 raise
@@ -302,25 +242,17 @@ def _build_bounds(timeout: float | None) -> tuple[str, str]:
     return f"{max(1, round(timeout * 1000))}ms", AUTOMATIC_LOCK_WAIT
 
 
-#: What an automatic build's failed drop of an invalid index means: its wait for
-#: open transactions ran out, so the next claim tries again (never "too slow", for good).
-_DROP_OUTCOMES: dict[type[psycopg.Error], Outcome] = {
-    psycopg.errors.QueryCanceled: "busy",
-    psycopg.errors.LockNotAvailable: "busy",
-    psycopg.errors.InsufficientPrivilege: "not allowed",
-}
+def _drop_statement(name: str) -> bytes:
+    return f"DROP INDEX CONCURRENTLY IF EXISTS {sql.Identifier(name).as_string(None)}".encode()
 
 
-def _drop_invalid(cursor: psycopg.Cursor[Any], drop_it: str, *, automatic: bool) -> Outcome | None:
-    """Drop the invalid index an earlier build left, under the build's bounds.
-
-    None: dropped, build on. Unbounded, the drop of an automatic build waited for
-    any open writer transaction while holding the build lock.
-    """
+def _drop_index(cursor: psycopg.Cursor[Any], name: str, *, bounded: bool) -> Outcome | None:
+    """Drop an index (under the caller's bounds); None: dropped. Bounded, a drop whose
+    wait for open transactions ran out is "busy" (tried again later) instead of raised."""
     try:
-        cursor.execute(drop_it.encode())
+        cursor.execute(_drop_statement(name))
     except psycopg.Error as exc:
-        outcome = _DROP_OUTCOMES.get(type(exc)) if automatic else None
+        outcome = _DROP_OUTCOMES.get(type(exc)) if bounded else None
         if outcome is None:
             raise
         return outcome
@@ -331,10 +263,11 @@ def drop(cursor: psycopg.Cursor[Any], storage_table: str, name: str) -> bool:
     """Drop a set's index, then its catalog row (a failed drop leaves it listed).
 
     Under the build lock, so it waits for a build in progress instead of
-    deadlocking with it, and a build never finds its set gone.
+    deadlocking with it, and a build never finds its set gone; that wait, like
+    the drop, ends at the store's ``statement_timeout``/``lock_timeout``.
     """
     sets_table = schema.sets_table(storage_table)
-    with build_lock(cursor, wait=True):
+    with build_lock(cursor, wait=True, bounded=True):
         known = cursor.execute(
             f"SELECT 1 FROM {sets_table} WHERE name = %s".encode(), (name,)
         ).fetchone()
@@ -342,57 +275,38 @@ def drop(cursor: psycopg.Cursor[Any], storage_table: str, name: str) -> bool:
         if known is None and exists is None:
             return False
         if exists is not None and is_set_index(storage_table, name):
-            cursor.execute(
-                f"DROP INDEX CONCURRENTLY IF EXISTS {sql.Identifier(name).as_string(None)}".encode()
-            )
+            cursor.execute(_drop_statement(name))
         elif known is None:
             return False  # never drop an index that is not one of this store's sets
-        cursor.execute(f"DELETE FROM {sets_table} WHERE name = %s".encode(), (name,))
+        set_catalog.forget(cursor, sets_table, name)
         return True
 
 
-def _may_add_automatic(
-    cursor: psycopg.Cursor[Any], sets_table: str, claim_set: ClaimSet, name: str, limit: int
-) -> bool:
-    """Not already given up on, and the table has room for another automatic set."""
-    row = cursor.execute(
-        f"SELECT count(*) FILTER (WHERE origin = 'automatic' AND name <> %s), "
-        f"bool_or(name = %s AND problem IS NOT NULL) FROM {sets_table} "
-        f"WHERE table_name = %s".encode(),
-        (name, name, claim_set.table),
-    ).fetchone()
-    assert row is not None
-    count, failed = row
-    return not failed and count < limit
+def drop_idle(cursor: psycopg.Cursor[Any], storage_table: str, idle_seconds: float) -> list[str]:
+    """Drop the automatic sets no claim used for ``idle_seconds``, unless a build runs now."""
+    with build_lock(cursor, wait=False) as held:
+        if not held:
+            return []
+        names = set_catalog.idle_names(cursor, schema.sets_table(storage_table), idle_seconds)
+        return _drop_each(cursor, storage_table, names)
 
 
-def _record(
-    cursor: psycopg.Cursor[Any], sets_table: str, name: str, claim_set: ClaimSet, origin: Origin
-) -> None:
-    """Insert the set; declaring a known set makes it declared and clears a past failure."""
-    from psycopg.types.json import Jsonb
-
-    cursor.execute(
-        f"INSERT INTO {sets_table} (name, table_name, spec, origin) VALUES (%s, %s, %s, %s) "
-        "ON CONFLICT (name) DO UPDATE SET "
-        "origin = CASE WHEN EXCLUDED.origin = 'declared' THEN 'declared' "
-        f"ELSE {sets_table}.origin END, "
-        f"problem = CASE WHEN EXCLUDED.origin = 'declared' THEN NULL "
-        f"ELSE {sets_table}.problem END".encode(),
-        (name, claim_set.table, Jsonb(claim_set.to_json()), origin),
-    )
+def _drop_each(cursor: psycopg.Cursor[Any], storage_table: str, names: list[str]) -> list[str]:
+    """Drop these sets (under the build lock), each bounded as an automatic build; stop at
+    the first that stands aside behind an open transaction (it stays listed)."""
+    sets_table = schema.sets_table(storage_table)
+    dropped = []
+    with session.bounded(cursor, *_build_bounds(AUTOMATIC_DROP_SECONDS)):
+        for name in names:
+            if is_set_index(storage_table, name) and _drop_index(cursor, name, bounded=True):
+                break
+            set_catalog.forget(cursor, sets_table, name)
+            dropped.append(name)
+    return dropped
 
 
-def _load_one(cursor: psycopg.Cursor[Any], sets_table: str, name: str) -> StoredSet:
-    row = cursor.execute(
-        f"SELECT s.name, s.spec, s.origin, s.problem, "
-        f"({INDEX_VALID.replace('%s', 's.name')}) FROM {sets_table} AS s "
-        "WHERE s.name = %s".encode(),
-        (name,),
-    ).fetchone()
-    assert row is not None
-    name, spec, origin, problem, valid = row
-    return stored_set(name, spec, origin, problem, bool(valid))
+#: Longest a cleanup's drop of one idle set runs (its waits: ``AUTOMATIC_LOCK_WAIT``).
+AUTOMATIC_DROP_SECONDS = 10.0
 
 
 def rebuild_indexes(
@@ -402,13 +316,13 @@ def rebuild_indexes(
 
     The conversion to table ids (``connection.py``) dropped them with the name
     column; it holds the table's exclusive lock already, so a plain build costs
-    writers nothing more. ``ids``: the catalog's ids by name.
+    writers nothing more. ``ids`` is unused now that sets are per filter.
     """
-    for stored in load(cursor, schema.sets_table(storage_table), None):
+    for stored in load(cursor, schema.sets_table(storage_table)):
         if stored.state == "failed":
             continue  # it had no index; one now would be maintained but never chosen
         claim_set = stored.claim_set
-        condition = predicate(where, claim_set, ids[claim_set.table])
-        cursor.execute(
-            create_index(storage_table, claim_set, condition, concurrently=False).encode()
+        create = create_index(
+            storage_table, stored.name, claim_set, predicate(where, claim_set), concurrently=False
         )
+        cursor.execute(create.encode())

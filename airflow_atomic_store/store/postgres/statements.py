@@ -19,7 +19,7 @@ from airflow_atomic_store.store.claim_sets import ChosenSet
 from airflow_atomic_store.store.compiler import WhereCompiler, order_sql
 from airflow_atomic_store.store.notify import channel_for
 from airflow_atomic_store.store.postgres import receipts
-from airflow_atomic_store.store.postgres.where import PostgresWhere, literal
+from airflow_atomic_store.store.postgres.where import PostgresWhere
 
 #: The claim's selection: shared by the claim itself and ``explain_claim``.
 #: The limit (validated, 1..1000) is a literal: with ``LIMIT $n`` PostgreSQL's
@@ -231,19 +231,18 @@ class StatementCompiler:
     ) -> tuple[bytes, list[Any]]:
         """A claim's statement and the parameters of its selection.
 
-        With a claimable set, the table id and the conditions the set covers
-        are literals, so the planner proves the set's index predicate from the
-        text, for custom and generic plans alike. A ``table_id`` None (a read of
-        a table nothing wrote to) matches no row.
+        With a claimable set, the conditions the set covers are literals, so the
+        planner proves the set's index predicate from the text, for custom and
+        generic plans alike; the table id stays bound (the set's index leads with
+        it). A ``table_id`` None (a read of a table nothing wrote to) matches no row.
         """
         if chosen is None:
             where_sql, params = self.where.compile(where, match)
-            statement = self.statement(kind, where_sql, ordering, apply, limit)
-            return statement, [table_id, *params]
-        conditions, inline = chosen.claim_filter(where)
-        where_sql, params = self.where.compile(conditions, match, inline)
-        table_filter = f"r.table_id = {literal(table_id)}"
-        return self.statement(kind, where_sql, ordering, apply, limit, table_filter), params
+        else:
+            conditions, inline = chosen.claim_filter(where)
+            where_sql, params = self.where.compile(conditions, match, inline)
+        statement = self.statement(kind, where_sql, ordering, apply, limit)
+        return statement, [table_id, *params]
 
     def notifying(self, family: str, kind: str, table: str) -> tuple[str, tuple[str, ...]]:
         """The statement kind that also notifies ``table``'s channel (if this family

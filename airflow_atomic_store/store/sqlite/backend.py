@@ -22,7 +22,7 @@ from airflow_atomic_store.spec import Condition, Mutation, Ordering, apply
 from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.spec.values import dumps
 from airflow_atomic_store.store.backend import Row, check_storage_table, counted
-from airflow_atomic_store.store.claim_sets import ChosenSet, Origin, StoredSet
+from airflow_atomic_store.store.claim_sets import IDLE_SECONDS, ChosenSet, Origin, StoredSet
 from airflow_atomic_store.store.receipts import Receipt
 from airflow_atomic_store.store.snapshot import Snapshot
 from airflow_atomic_store.store.sqlite import claim_sets, receipts, selection
@@ -36,9 +36,6 @@ from airflow_atomic_store.store.sqlite.mutations import (
     plain_fields,
 )
 from airflow_atomic_store.store.sqlite.statements import StatementCompiler
-from airflow_atomic_store.store.sqlite.where import (
-    literal,
-)
 
 
 def path_from_url(url: str) -> str:
@@ -80,9 +77,9 @@ class SqliteBackend(SqliteConnection):
 
     # -- claimable sets -----------------------------------------------------
 
-    def load_claim_sets(self, table: str | None) -> list[StoredSet]:
+    def load_claim_sets(self) -> list[StoredSet]:
         with self._transaction(write=False) as connection:
-            return claim_sets.load(connection, self._sql.statement, table)
+            return claim_sets.load(connection, self._table)
 
     def build_claim_set(
         self,
@@ -97,28 +94,32 @@ class SqliteBackend(SqliteConnection):
         SQLite has one writer at a time, so the build holds up other writers for
         as long as it takes; ``timeout`` is not applied.
         """
-        name = claim_set.index_name(self._table)
-        predicate = self._sql.where.literal_predicate(
-            claim_set.conditions, claim_set.match, "value"
-        )
         with self._transaction() as connection:
-            built = claim_sets.build(
+            return claim_sets.build(
                 connection,
-                self._sql.statement,
                 storage_table=self._table,
-                name=name,
-                predicate=f"table_name = {literal(claim_set.table)} AND {predicate}",
+                where=self._sql.where,
                 claim_set=claim_set,
                 origin=origin,
                 automatic_limit=automatic_limit,
+                idle_seconds=IDLE_SECONDS,
             )
-        if not built:
-            return None
-        return next(s for s in self.load_claim_sets(claim_set.table) if s.name == name)
 
-    def build_in_progress(self, name: str | None = None) -> bool:
+    def build_in_progress(self, claim_set: ClaimSet) -> bool:
         """Never visible: a build is one write transaction, which other writers wait for."""
         return False
+
+    def touch_claim_set(self, name: str) -> bool:
+        if self._read_only:
+            return True
+        with self._transaction(alone=True) as connection:
+            return claim_sets.touch(connection, self._table, name)
+
+    def drop_idle_claim_sets(self, idle_seconds: float) -> list[str]:
+        if self._read_only:
+            return []
+        with self._transaction() as connection:
+            return claim_sets.drop_idle(connection, self._table, idle_seconds)
 
     def ensure_record_index(self, *, timeout: float) -> bool:
         """One write transaction, like a set's build (``timeout`` is not applied).
@@ -136,7 +137,7 @@ class SqliteBackend(SqliteConnection):
 
     def drop_claim_set(self, name: str) -> bool:
         with self._transaction() as connection:
-            return claim_sets.drop(connection, self._sql.statement, self._table, name)
+            return claim_sets.drop(connection, self._table, name)
 
     def count(
         self,

@@ -11,11 +11,11 @@ CREATE TABLE IF NOT EXISTS {table} (
 CREATE INDEX IF NOT EXISTS {table}_created_idx ON {table} (table_name, created_at, key);
 CREATE TABLE IF NOT EXISTS {table}_claim_sets (
     name TEXT PRIMARY KEY,
-    table_name TEXT NOT NULL,
     spec TEXT NOT NULL,
     origin TEXT NOT NULL CHECK (origin IN ('declared', 'automatic')),
     problem TEXT,
-    created_at TEXT NOT NULL
+    created_at TEXT NOT NULL,
+    used_at TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS {table}_receipts (
     idempotency_key TEXT PRIMARY KEY,

@@ -14,7 +14,7 @@ from typing import Any
 from airflow_atomic_store.spec import Condition, Ordering
 from airflow_atomic_store.store.claim_sets import ChosenSet
 from airflow_atomic_store.store.compiler import WhereCompiler, order_sql
-from airflow_atomic_store.store.sqlite.where import SqliteWhere, literal
+from airflow_atomic_store.store.sqlite.where import SqliteWhere
 
 #: Compiled selections a backend keeps (``StatementCompiler.compile_select``).
 _MAX_COMPILED = 256
@@ -185,7 +185,6 @@ class StatementCompiler:
             where_sql,
             order_sql(ordering),
             f"{self._table} AS r INDEXED BY {claim_set.name}",
-            f"r.table_name = {literal(table)}",
-            mutation,
+            mutation=mutation,
         )
-        return statement, params
+        return statement, [table, *params]
