@@ -1,6 +1,6 @@
 -- The catalog of claimable sets (store/claim_sets.py): one row per partial index, store-wide
 -- (a set serves every logical table whose claims use its filter).
--- spec: the set (where, match, order_by), or {"record_index": true} for the row that
+-- spec: the set (where, match, order_by), or the record_index marker for the row that
 -- remembers a give-up on the record_timestamp index. used_at: when a claim last used
 -- the set (noted at most hourly), which decides when an automatic set is idle.
 -- Names are byte-ordered (COLLATE "C"), as in the rows table (rows_table.sql).
