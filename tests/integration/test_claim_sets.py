@@ -281,3 +281,28 @@ def test_the_record_timestamp_index_is_built_only_once_something_orders_by_it(st
     newest = store.query("queue", order_by="recordTimestamp", direction="desc", limit=1)
     assert [row["key"] for row in newest] == ["00011"]
     assert record_index in index_names(store_url)
+
+
+def test_two_sets_whose_names_collide_are_both_built_and_each_serves_its_own_filter(store_url):
+    """Red-team finding: names keep 40 bits of hash, a colliding pair was found in a
+    second, and the second set was silently never built (``IF NOT EXISTS``)."""
+    first_where, second_where = (
+        [{"field": "status", "operator": "equals", "value": value}]
+        for value in ("s721947", "s763502")  # tests/unit/test_set_index_names.py
+    )
+    with manual(store_url) as store:
+        for number in range(600):
+            store.put("queue", f"{number:05}", {"status": "done"})
+        store.put("queue", "first", {"status": "s721947"})
+        store.put("queue", "second", {"status": "s763502"})
+        first = store.ensure_claim_index(table="queue", where=first_where)
+        second = store.ensure_claim_index(table="queue", where=second_where)
+        assert first != second
+        assert store.ensure_claim_index(table="queue", where=second_where) == second
+        listed = {s["name"]: s["where"] for s in store.claim_sets()}
+        assert listed == {first: first_where, second: second_where}
+        assert {first, second} <= index_names(store_url)
+        analyze(store, store_url)
+        assert second in store.explain_claim("queue", where=second_where)
+        claimed = store.atomic_claim("queue", where=second_where, limit=10)["claimed"]
+        assert [row["key"] for row in claimed] == ["second"]
