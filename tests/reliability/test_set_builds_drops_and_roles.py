@@ -111,6 +111,44 @@ def test_a_declared_build_waits_past_the_stores_own_timeouts(store_url: str) -> 
     assert declared["settings"] == ["500ms", "500ms"]  # its session's timeouts came back
 
 
+def _drop_behind_a_declared_build(barrier: Any, role: str, url: str) -> Any:
+    if role == "writer":
+        return workers.hold_a_write_open(barrier, url, "job-0", 6.0)
+    if role == "builder":
+        return workers.build_set_by(barrier, url, "declare", {})
+    with AtomicStore(url, statement_timeout=1.0) as store:
+        store.get("jobs", "warm-up")
+        barrier.wait(timeout=60)
+        while not (listed := store.claim_sets()):
+            time.sleep(0.01)
+        started = time.monotonic()
+        try:
+            outcome: Any = store.drop_claim_set(listed[0]["name"])
+        except Exception as exc:
+            outcome = repr(exc)
+        return {"outcome": outcome, "seconds": time.monotonic() - started}
+
+
+def test_a_drop_behind_a_declared_build_ends_at_the_stores_statement_timeout(
+    store_url: str,
+) -> None:
+    """Red-team finding: ``drop_claim_set`` waited for the build lock however long a
+    declared build waited for an idle open transaction (14 s at a 3 s timeout). The wait
+    is the store's statement like any other: it ends at the timeout, retryably."""
+    _queue_with_history(store_url)
+    _, built, dropped = run_in_processes(
+        _drop_behind_a_declared_build,
+        [("writer", store_url), ("builder", store_url), ("dropper", store_url)],
+        timeout=120,
+    )
+    assert "StoreUnavailableError" in str(dropped["outcome"]), dropped
+    assert "timeout (1 s) ran out" in dropped["outcome"]
+    assert dropped["seconds"] < 3.0
+    assert "error" not in built, built  # the build went on, and is listed ready
+    with AtomicStore(store_url) as store:
+        assert [s["state"] for s in store.claim_sets()] == ["ready"]
+
+
 # -- the session's own timeouts, and a build that gave up --------------------------------
 
 
