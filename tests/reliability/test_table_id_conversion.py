@@ -52,7 +52,7 @@ def make_first_layout(url: str) -> str:
     """A first-layout store: a queue of 40 pending over 3,000 done rows, two other tables,
     and the queue's declared claimable set with its index on the name. Returns the
     set's index name."""
-    claim_set = parse_claim_set("queue", PENDING, "all", "createdAt")
+    claim_set = parse_claim_set(PENDING, "all", "createdAt")
     index = claim_set.index_name(PHYSICAL_TABLE)
     predicate = WhereCompiler(PostgresWhere()).literal_predicate(
         claim_set.conditions, claim_set.match, "value"
@@ -74,8 +74,8 @@ def make_first_layout(url: str) -> str:
             (ODD_TABLE,),
         )
         conn.execute(
-            f"INSERT INTO {schema.sets_table(PHYSICAL_TABLE)} (name, table_name, spec, origin) "
-            "VALUES (%s, 'queue', %s, 'declared')".encode(),
+            f"INSERT INTO {schema.sets_table(PHYSICAL_TABLE)} (name, spec, origin) "
+            "VALUES (%s, %s, 'declared')".encode(),
             (index, Jsonb(claim_set.to_json())),
         )
         conn.execute(
@@ -120,7 +120,10 @@ def test_concurrent_first_use_converts_a_first_layout_table_once_and_claims_stay
     definitions = index_definitions(store_url)
     assert "(table_id, key)" in definitions[f"{PHYSICAL_TABLE}_pkey"]
     assert "(table_id, created_at, key)" in definitions[f"{PHYSICAL_TABLE}_created_idx"]
-    assert "table_id = " in definitions[index] and "table_name" not in definitions[index]
+    assert (
+        "(table_id, created_at, key)" in definitions[index]
+        and "table_name" not in definitions[index]
+    )
     with AtomicStore(store_url) as store:
         assert store.get("counters", "runs") == {"n": 5}
         assert store.get(ODD_TABLE, "k") == {"odd": True}
@@ -157,13 +160,11 @@ def test_a_failed_set_gets_no_index_from_the_conversion(store_url: str) -> None:
     """A set the store gave up on had no index; writers would maintain a rebuilt one
     that no claim chooses (the set stays failed)."""
     make_first_layout(store_url)
-    given_up = parse_claim_set(
-        "queue", workers.stale_before("2025-01-01T00:00:00Z")[:1], "all", "createdAt"
-    )
+    given_up = parse_claim_set(workers.stale_before("2025-01-01T00:00:00Z")[:1], "all", "createdAt")
     with psycopg.connect(store_url, autocommit=True) as conn:
         conn.execute(
-            f"INSERT INTO {schema.sets_table(PHYSICAL_TABLE)} (name, table_name, spec, origin, "
-            "problem) VALUES (%s, 'queue', %s, 'automatic', 'the automatic build took longer')".encode(),
+            f"INSERT INTO {schema.sets_table(PHYSICAL_TABLE)} (name, spec, origin, "
+            "problem) VALUES (%s, %s, 'automatic', 'the automatic build took longer')".encode(),
             (given_up.index_name(PHYSICAL_TABLE), Jsonb(given_up.to_json())),
         )
     with AtomicStore(store_url) as store:

@@ -221,11 +221,6 @@ class PostgresConnection:
         name = self._table_name
         catalog = schema.tables_catalog(name)
         connection.execute(schema.upgrade_ddl(name))
-        connection.execute(
-            f"INSERT INTO {catalog} (name) SELECT DISTINCT table_name FROM "
-            f"{schema.sets_table(name)} WHERE table_name <> '' "  # '': the record index's marker
-            "ON CONFLICT (name) DO NOTHING".encode()
-        )
         ids = dict(connection.execute(f"SELECT name, id FROM {catalog}".encode()).fetchall())
         with connection.cursor() as cursor:
             claim_sets.rebuild_indexes(cursor, name, WhereCompiler(PostgresWhere()), ids)
