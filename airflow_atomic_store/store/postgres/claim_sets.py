@@ -23,6 +23,8 @@ from airflow_atomic_store.store.compiler import WhereCompiler
 from airflow_atomic_store.store.postgres import schema, session, set_catalog
 from airflow_atomic_store.store.postgres.set_catalog import (
     INDEX_VALID,
+    load,
+    record_index_gave_up,
     record_index_given_up,
 )
 from airflow_atomic_store.store.postgres.set_locks import (
@@ -83,28 +85,6 @@ _PROBLEMS = {
         "create one); declare the set with ensure_claim_index() as the owner"
     ),
 }
-_RECORD_PROBLEMS = {
-    "too slow": (
-        "the automatic build took longer than {timeout:g} s; build it by hand "
-        "(docs/backends.md), then drop_claim_set() this name to clear the give-up"
-    ),
-    "not allowed": (
-        "the store's role may not build indexes (only the table's owner may); "
-        "build it as the owner (docs/backends.md), then drop_claim_set() this name"
-    ),
-}
-
-
-def load(cursor: psycopg.Cursor[Any], sets_table: str) -> list[StoredSet]:
-    return set_catalog.load(cursor, sets_table)
-
-
-def record_index_gave_up(
-    cursor: psycopg.Cursor[Any], sets_table: str, name: str, outcome: Outcome, timeout: float
-) -> None:
-    problem = _RECORD_PROBLEMS.get(outcome)
-    text = None if problem is None else problem.format(timeout=timeout)
-    set_catalog.record_index_gave_up(cursor, sets_table, name, text)
 
 
 def predicate(where: WhereCompiler, claim_set: ClaimSet) -> str:
@@ -141,37 +121,59 @@ def build(
     wants this set waits while it is held, and builds at once when it is not.
     """
     automatic = timeout is not None
+    with set_build_lock(cursor, claim_set, wait=not automatic) as mine:
+        if not mine:
+            return None  # another process builds this set: the caller waits for it
+        with build_lock(cursor, wait=not automatic) as held:
+            if not held:
+                return None  # another set's build (or a drop) runs: not waited for
+            return _build_locked(
+                cursor,
+                storage_table,
+                where,
+                claim_set,
+                origin,
+                timeout,
+                automatic_limit,
+                idle_seconds,
+            )
+
+
+def _build_locked(
+    cursor: psycopg.Cursor[Any],
+    storage_table: str,
+    where: WhereCompiler,
+    claim_set: ClaimSet,
+    origin: Origin,
+    timeout: float | None,
+    automatic_limit: int,
+    idle_seconds: float,
+) -> StoredSet | None:
+    """``build`` under both locks: nobody else chooses a name or builds now."""
+    automatic = timeout is not None
     sets_table = schema.sets_table(storage_table)
-    with (
-        set_build_lock(cursor, claim_set, wait=not automatic) as mine,
-        build_lock(cursor, wait=not automatic and mine) as held,
-    ):
-        if not (mine and held):
-            return None  # another process builds: this set (waited for) or another
-        listed = set_catalog.load(cursor, sets_table)
-        known = set_catalog.find(listed, claim_set)
-        if automatic and not _may_add(cursor, storage_table, known, automatic_limit, idle_seconds):
-            return None
-        name = set_catalog.choose_name(cursor, storage_table, listed, claim_set)
-        try:
-            set_catalog.record(cursor, sets_table, name, claim_set, origin)
-        except psycopg.errors.InsufficientPrivilege:
-            if automatic:
-                return None  # a role that may not even list a set: claims go on unindexed
-            raise
-        create = create_index(storage_table, name, claim_set, predicate(where, claim_set))
-        try:
-            outcome = build_concurrently(cursor, storage_table, name, create, timeout=timeout)
-        except psycopg.Error as exc:  # a declared build: listed as failed, and raised
-            with contextlib.suppress(psycopg.Error):
-                set_catalog.record_problem(
-                    cursor, sets_table, name, f"the build failed: {exc}".strip()
-                )
-            raise
-        problem = _PROBLEMS.get(outcome)
-        if problem is not None:
-            set_catalog.record_problem(cursor, sets_table, name, problem.format(timeout=timeout))
-        return set_catalog.load_one(cursor, sets_table, name) if outcome == "ready" else None
+    listed = set_catalog.load(cursor, sets_table)
+    known = set_catalog.find(listed, claim_set)
+    if automatic and not _may_add(cursor, storage_table, known, automatic_limit, idle_seconds):
+        return None
+    name = set_catalog.choose_name(cursor, storage_table, listed, claim_set)
+    try:
+        set_catalog.record(cursor, sets_table, name, claim_set, origin)
+    except psycopg.errors.InsufficientPrivilege:
+        if automatic:
+            return None  # a role that may not even list a set: claims go on unindexed
+        raise
+    create = create_index(storage_table, name, claim_set, predicate(where, claim_set))
+    try:
+        outcome = build_concurrently(cursor, storage_table, name, create, timeout=timeout)
+    except psycopg.Error as exc:  # a declared build: listed as failed, and raised
+        with contextlib.suppress(psycopg.Error):
+            set_catalog.record_problem(cursor, sets_table, name, f"the build failed: {exc}".strip())
+        raise
+    problem = _PROBLEMS.get(outcome)
+    if problem is not None:
+        set_catalog.record_problem(cursor, sets_table, name, problem.format(timeout=timeout))
+    return set_catalog.load_one(cursor, sets_table, name) if outcome == "ready" else None
 
 
 def _may_add(
@@ -295,7 +297,9 @@ def _drop_each(cursor: psycopg.Cursor[Any], storage_table: str, names: list[str]
     """Drop these sets (under the build lock), each bounded as an automatic build; stop at
     the first that stands aside behind an open transaction (it stays listed)."""
     sets_table = schema.sets_table(storage_table)
-    dropped = []
+    dropped: list[str] = []
+    if not names or not may_build_index(cursor, storage_table):
+        return dropped  # only the table's owner may drop its indexes: leave no error in the log
     with session.bounded(cursor, *_build_bounds(AUTOMATIC_DROP_SECONDS)):
         for name in names:
             if is_set_index(storage_table, name) and _drop_index(cursor, name, bounded=True):

@@ -147,11 +147,24 @@ def record_index_given_up(cursor: psycopg.Cursor[Any], sets_table: str, name: st
     return row is not None
 
 
+_RECORD_PROBLEMS = {
+    "too slow": (
+        "the automatic build took longer than {timeout:g} s; build it by hand "
+        "(docs/backends.md), then drop_claim_set() this name to clear the give-up"
+    ),
+    "not allowed": (
+        "the store's role may not build indexes (only the table's owner may); "
+        "build it as the owner (docs/backends.md), then drop_claim_set() this name"
+    ),
+}
+
+
 def record_index_gave_up(
-    cursor: psycopg.Cursor[Any], sets_table: str, name: str, problem: str | None
+    cursor: psycopg.Cursor[Any], sets_table: str, name: str, outcome: str, timeout: float
 ) -> None:
     """Remember the record index's give-up for good; a role that may not write the catalog
     cannot, and goes on retrying in each process (``RETRY_SECONDS``)."""
+    problem = _RECORD_PROBLEMS.get(outcome)
     if problem is None:
         return  # "busy": tried again later
     with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
@@ -159,5 +172,5 @@ def record_index_gave_up(
             f"INSERT INTO {sets_table} (name, spec, origin, problem) "
             "VALUES (%s, %s::jsonb, 'automatic', %s) "
             "ON CONFLICT (name) DO UPDATE SET problem = EXCLUDED.problem".encode(),
-            (name, RECORD_INDEX_SPEC, problem),
+            (name, RECORD_INDEX_SPEC, problem.format(timeout=timeout)),
         )
