@@ -33,25 +33,28 @@ def manual(url: str) -> AtomicStore:
     return AtomicStore(url, auto_claim_sets=False)
 
 
-def age_set(url: str, name: str) -> None:
-    """Make the set look unused for two days, as a catalog row left by a finished run."""
+def age_set(url: str, name: str, seconds: float = 2 * 86400) -> None:
+    """Make the set look unused for ``seconds`` (two days: a catalog row left by a finished run)."""
     if url.startswith("sqlite:///"):
         import sqlite3
         from contextlib import closing
+        from datetime import timedelta
 
+        from airflow_atomic_store import timestamps
+
+        then = timestamps.format_timestamp(timestamps.utc_now() - timedelta(seconds=seconds))
         with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn, conn:
             conn.execute(
-                f"UPDATE {PHYSICAL_TABLE}_claim_sets SET used_at = ? WHERE name = ?",
-                ("2000-01-01T00:00:00.000000Z", name),
+                f"UPDATE {PHYSICAL_TABLE}_claim_sets SET used_at = ? WHERE name = ?", (then, name)
             )
     else:
         import psycopg
 
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(
-                f"UPDATE {PHYSICAL_TABLE}_claim_sets SET used_at = used_at - interval '2 days' "
-                "WHERE name = %s".encode(),
-                (name,),
+                f"UPDATE {PHYSICAL_TABLE}_claim_sets "
+                "SET used_at = clock_timestamp() - make_interval(secs => %s) WHERE name = %s".encode(),
+                (seconds, name),
             )
 
 

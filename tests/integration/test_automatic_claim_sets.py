@@ -124,6 +124,22 @@ def test_an_idle_automatic_set_is_dropped_by_the_next_process_that_lists_the_set
     assert declared["name"] in names & set_indexes(store_url)  # declared sets stay
 
 
+def test_a_claim_through_a_set_notes_its_use_so_it_never_turns_idle(store_url):
+    """Uses are noted at most hourly: a set last noted two hours ago is noted again by
+    the next process that claims through it."""
+    with AtomicStore(store_url) as first:
+        aged_queue(first, done=5, pending=3)
+        first.atomic_claim("queue", where=PENDING, limit=1)
+        (listed,) = first.claim_sets()
+    age_set(store_url, listed["name"], seconds=7200)
+    with AtomicStore(store_url) as second:
+        (aged,) = second.claim_sets()
+        assert aged["idle_seconds"] >= 7200
+        assert second.atomic_claim("queue", where=PENDING, limit=1)["count"] == 1
+        (noted,) = second.claim_sets()
+    assert noted["name"] == listed["name"] and noted["idle_seconds"] < 60
+
+
 def test_at_the_bound_an_idle_set_makes_room_for_a_new_filter(store, store_url):
     for number in range(MAX_AUTOMATIC_SETS):
         store.atomic_claim("queue", where=_status(f"s{number}"))
