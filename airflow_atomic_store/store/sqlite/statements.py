@@ -69,23 +69,6 @@ STATEMENTS = {
         "WHERE r.table_name = ? AND r.key = ? AND {where} RETURNING value"
     ),
     "explain_claim": f"EXPLAIN QUERY PLAN {_SELECT}",
-    "load_sets": (
-        "SELECT s.name, s.spec, s.origin, s.problem, "
-        "EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = s.name) "
-        "FROM {table}_claim_sets AS s WHERE ? IS NULL OR s.table_name = ? "
-        "ORDER BY s.table_name, s.name"
-    ),
-    "count_automatic_sets": (
-        "SELECT count(*) FROM {table}_claim_sets "
-        "WHERE table_name = ? AND origin = 'automatic' AND name <> ?"
-    ),
-    "record_set": (
-        "INSERT INTO {table}_claim_sets (name, table_name, spec, origin, created_at) "
-        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
-        "origin = CASE WHEN excluded.origin = 'declared' THEN 'declared' ELSE origin END, "
-        "problem = CASE WHEN excluded.origin = 'declared' THEN NULL ELSE problem END"
-    ),
-    "forget_set": "DELETE FROM {table}_claim_sets WHERE name = ?",
     "read_receipt": (
         "SELECT primitive, table_name, target, result, expires_at < ? "
         "FROM {table}_receipts WHERE idempotency_key = ?"
