@@ -203,7 +203,7 @@ def _activity(hook: AtomicStoreHook) -> list[dict]:
     """application_name of every session on the hook's database, read through a second hook."""
     import psycopg
 
-    store_connection = hook.store._backend._connection  # type: ignore[attr-defined]
+    store_connection = hook.store._backend.connection._connection  # type: ignore[attr-defined]
     info = store_connection.info
     with psycopg.connect(
         host=info.host, port=info.port, user=info.user, dbname=info.dbname
@@ -228,7 +228,7 @@ def test_the_prepare_threshold_extra_turns_statement_preparing_off_for_pgbouncer
         for n in range(10):
             hook.put("t", f"k{n}", {"status": "pending"})
             hook.atomic_claim("t", where=pending, limit=1, execution_id="d/r")
-        connection = hook.store._backend._connection  # type: ignore[attr-defined]
+        connection = hook.store._backend.connection._connection  # type: ignore[attr-defined]
         prepared = connection.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
         assert prepared == (0,)
         assert len(hook.query("t", where={**pending, "value": "in_flight"})) == 10

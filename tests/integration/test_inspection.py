@@ -26,7 +26,7 @@ from airflow_atomic_store.inspection import (
     TableSummary,
 )
 from airflow_atomic_store.timestamps import format_timestamp, utc_now
-from tests.support.physical import PHYSICAL_TABLE, journal_mode, nowhere_url, store_objects
+from tests.support.physical import journal_mode, nowhere_url, store_objects
 
 PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
 NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -485,31 +485,3 @@ def test_a_read_only_store_leaves_a_sqlite_file_that_is_not_a_store_as_it_was(
 def test_read_only_must_be_true_or_false() -> None:
     with pytest.raises(SpecError, match="read_only"):
         AtomicStore("sqlite:////tmp/x.db", read_only="yes")  # type: ignore[arg-type]
-
-
-@pytest.mark.postgres
-@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
-def test_a_first_layout_postgres_store_is_reported_not_converted_by_a_read_only_store(
-    store_url: str,
-) -> None:
-    import psycopg
-
-    from airflow_atomic_store.store.postgres import schema
-
-    with psycopg.connect(store_url, autocommit=True) as conn:
-        conn.execute(
-            f"CREATE TABLE {PHYSICAL_TABLE} (table_name text NOT NULL, key text NOT NULL, "
-            "value jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now(), "
-            "record_timestamp timestamptz NOT NULL DEFAULT now(), "
-            "PRIMARY KEY (table_name, key))".encode()
-        )
-        conn.execute(schema.SETS_DDL.format(sets=schema.sets_table(PHYSICAL_TABLE)).encode())
-        conn.execute(f"INSERT INTO {PHYSICAL_TABLE} VALUES ('jobs', 'a', '{{}}')".encode())
-    before = dump(store_url)
-    with (
-        AtomicStore(store_url, read_only=True) as reader,
-        pytest.raises(AtomicStoreError, match="first layout") as raised,
-    ):
-        StoreInspector(reader).tables()
-    assert not isinstance(raised.value, ConnectionConfigError)
-    assert dump(store_url) == before
