@@ -88,6 +88,10 @@ class AtomicClaimOperator(BaseAtomicOperator):
     :param limit: at most this many rows, 1 to 1000 (templated: a lone ``{{ … }}``
         renders to its native type, so ``"{{ params.batch_size }}"`` gives an int).
     :param return_fields: keep only these top-level fields of each value (templated).
+    :param mode: ``"mark"`` (the default: the claim mutation marks rows in place,
+        at-least-once with stale-claim recovery) or ``"delete"`` (rows are removed by the
+        claim and returned with their last value: at-most-once, a task that dies after
+        the claim has lost its batch; takes no ``mutations``) (templated).
     :param conn_id: connection id of the store (templated).
     :param short_circuit: skip every downstream task when nothing was claimed.
     :param deferrable: when nothing is claimable, wait in the triggerer (no worker slot)
@@ -127,6 +131,7 @@ class AtomicClaimOperator(BaseAtomicOperator):
         "limit",
         "return_fields",
         "idempotency_key",
+        "mode",
     )
 
     def __init__(
@@ -138,6 +143,7 @@ class AtomicClaimOperator(BaseAtomicOperator):
         order_by: str = _DEFAULTS["order_by"],
         direction: str = _DEFAULTS["direction"],
         limit: int | str = _DEFAULTS["limit"],
+        mode: str = _DEFAULTS["mode"],
         deferrable: bool = False,
         wait_timeout: timedelta | float | None = None,
         poll_interval: float = 2.0,
@@ -163,6 +169,7 @@ class AtomicClaimOperator(BaseAtomicOperator):
         self.order_by = order_by
         self.direction = direction
         self.limit = limit
+        self.mode = mode
 
     def run_primitive(
         self, hook: AtomicStoreHook, atomic: AtomicNamespace, idempotency_key: str | None
@@ -192,6 +199,7 @@ class AtomicClaimOperator(BaseAtomicOperator):
             return_fields=self.return_fields,
             execution_id=atomic.execution_id,
             idempotency_key=idempotency_key,
+            mode=self.mode,
         )
 
     # -- deferral ---------------------------------------------------------------------------

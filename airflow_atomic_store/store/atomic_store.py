@@ -15,6 +15,7 @@ from typing import Any
 
 from airflow_atomic_store.exceptions import SpecError
 from airflow_atomic_store.spec import (
+    Mutation,
     check_object,
     check_text,
     parse_key,
@@ -25,6 +26,7 @@ from airflow_atomic_store.spec import (
     parse_where,
     project,
 )
+from airflow_atomic_store.spec.options import parse_claim_mode
 from airflow_atomic_store.store.arguments import claim_options, required_mutations, with_replayed
 from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE, Backend, ClaimSetGone
 from airflow_atomic_store.store.claim_defaults import DEFAULT_WRITTEN, default_claim_mutations
@@ -202,6 +204,7 @@ class AtomicStore:
         return_fields: Sequence[str] | None = None,
         execution_id: str | None = None,
         idempotency_key: str | None = None,
+        mode: str = "mark",
     ) -> dict[str, Any]:
         """Claim up to ``limit`` rows matching ``where``, marking them in the same step.
 
@@ -210,11 +213,27 @@ class AtomicStore:
         ``claimedBy: execution_id`` (a fresh unique id when none is given).
         With ``idempotency_key`` a repeated call claims nothing more and returns
         the batch the first call claimed.
+
+        ``mode="delete"`` removes the claimed rows in the same statement and returns
+        their last values: at-most-once (a task that dies after the claim has lost
+        its batch; docs/reference/python-api.md says when to choose it). It takes no
+        ``mutations``. Mark- and delete-claims on one table never both get a row.
         """
-        table, conditions, mode, ordering, count, fields = claim_options(
+        table, conditions, match_mode, ordering, count, fields = claim_options(
             (table, where, match, order_by, direction, limit, return_fields), "claim"
         )
-        if mutations is None:
+        claim_mode = parse_claim_mode(mode)
+        written: Collection[str]
+        if claim_mode == "delete":
+            if mutations is not None:
+                raise SpecError(
+                    "mutations",
+                    "a claim with mode 'delete' removes its rows and takes no mutations",
+                )
+            # The rows leave every filter: a set over any of its conditions stays small.
+            parsed: tuple[Mutation, ...] = ()
+            written = {condition.path.top_level for condition in conditions}
+        elif mutations is None:
             if execution_id is not None:
                 if not isinstance(execution_id, str) or not execution_id:
                     raise SpecError(
@@ -224,22 +243,23 @@ class AtomicStore:
                 parsed = default_claim_mutations(execution_id, reused_id=True)
             else:
                 parsed = default_claim_mutations(f"claim-{uuid.uuid4()}")
-            written: Collection[str] = DEFAULT_WRITTEN
+            written = DEFAULT_WRITTEN
         else:
             parsed = required_mutations(mutations, "mutations")
             written = {mutation.path.top_level for mutation in parsed}
         receipt = self._receipt(idempotency_key, "claim", table, "")
         chosen = self._claim_sets.for_claim(
-            table, conditions, mode, ordering.column, written=written, may_declare=True
+            table, conditions, match_mode, ordering.column, written=written, may_declare=True
         )
         if chosen is None and ordering.column == "record_timestamp":
             self._claim_sets.ensure_record_order()
-        selection = Selection(table, conditions, mode, ordering, count, chosen)
+        selection = Selection(table, conditions, match_mode, ordering, count, chosen)
         try:
-            result = self._backend.claim(ClaimRequest(selection, parsed, receipt))
+            result = self._backend.claim(ClaimRequest(selection, parsed, receipt, claim_mode))
         except ClaimSetGone:  # dropped by another process since this one listed it
             self._claim_sets.forget(table)
-            result = self._backend.claim(ClaimRequest(selection.without_set(), parsed, receipt))
+            retry = ClaimRequest(selection.without_set(), parsed, receipt, claim_mode)
+            result = self._backend.claim(retry)
         claimed: list[dict[str, Any]]
         if fields is None:
             claimed = [{"key": key, "value": value} for key, value in result.rows]

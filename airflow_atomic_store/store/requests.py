@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_atomic_store.spec import Condition, Mutation, Ordering
+from airflow_atomic_store.spec.options import ClaimMode
 from airflow_atomic_store.store.claim_sets import ChosenSet
 from airflow_atomic_store.store.receipts import Receipt
 
@@ -54,11 +55,16 @@ class UpdateRequest:
 
 @dataclass(frozen=True)
 class ClaimRequest:
-    """Take up to ``selection.limit`` rows no concurrent claim takes, marking them."""
+    """Take up to ``selection.limit`` rows no concurrent claim takes.
+
+    ``mode`` ``mark`` applies ``mutations`` to them; ``delete`` removes them in the
+    same statement (``mutations`` is empty) and answers their last values.
+    """
 
     selection: Selection
     mutations: Sequence[Mutation]
     receipt: Receipt | None = None
+    mode: ClaimMode = "mark"
 
 
 @dataclass(frozen=True)

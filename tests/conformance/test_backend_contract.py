@@ -197,3 +197,17 @@ def test_snapshot_is_a_read_only_view_of_the_rows(contract_backend: Backend) -> 
         assert snapshot.table_counts() == [("q", 3)]
         assert sorted(snapshot.status_counts("q"), key=str) == [("done", 1), ("pending", 2)]
     assert contract_backend.count(_pending("q", 1000)).count == 2
+
+
+def test_a_delete_claim_removes_its_rows_and_answers_their_last_values(
+    contract_backend: Backend,
+) -> None:
+    keys = _queue(contract_backend, "q", 4)
+    deleted = contract_backend.claim(ClaimRequest(_pending("q", 3), (), mode="delete"))
+    assert [key for key, _ in deleted.rows] == keys[:3]
+    assert all(value == {"status": "pending", "n": 0} for _, value in deleted.rows)
+    assert all(contract_backend.get("q", key) is None for key in keys[:3])
+    keyed = ClaimRequest(_pending("q", 3), (), _receipt("d-1", "claim", "q"), mode="delete")
+    first, again = contract_backend.claim(keyed), contract_backend.claim(keyed)
+    assert [key for key, _ in first.rows] == keys[3:]
+    assert (again.rows, again.replayed) == (first.rows, True)

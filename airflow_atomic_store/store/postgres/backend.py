@@ -14,6 +14,7 @@ ensured, errors translated) and a statement compiler (``statements.py``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -228,7 +229,10 @@ class PostgresBackend:
 
     def claim(self, request: ClaimRequest) -> Claimed:
         selection = request.selection
-        apply, mutation_params = mutations_sql(request.mutations, "t.value")
+        apply: str | None = None  # a delete-claim marks nothing
+        mutation_params: Sequence[Any] = ()
+        if request.mode == "mark":
+            apply, mutation_params = mutations_sql(request.mutations, "t.value")
         keyed = request.receipt is not None
         extras, channel = self._sql.extras("claim", selection.table, keyed)
         table_id = self._id(selection.table)

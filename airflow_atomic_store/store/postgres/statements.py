@@ -59,6 +59,11 @@ _MARK_PICKED = sql.SQL(
     "FROM picked WHERE t.table_id = %s AND t.key = picked.key "
     "RETURNING t.key, {value}, picked.claim_order"
 )
+#: A delete-claim removes its picked rows and returns them as they were.
+_DELETE_PICKED = sql.SQL(
+    "DELETE FROM {table} AS t USING picked WHERE t.table_id = %s AND t.key = picked.key "
+    "RETURNING t.key, {value}, picked.claim_order"
+)
 _UPSERT = sql.SQL(
     "INSERT INTO {table} AS t (table_id, key, value) VALUES (%s, %s, %s) "
     "ON CONFLICT (table_id, key) DO UPDATE "
@@ -208,9 +213,10 @@ class StatementCompiler:
         ordering: Ordering,
         limit: int,
         table_filter: str,
-        apply: str,
+        apply: str | None,
         extras: Extras,
     ) -> bytes:
+        """A claim: ``apply`` marks the picked rows; ``apply`` None deletes them."""
         picked = _cte(
             "picked",
             self._pick(_PICK, where_sql, ordering, limit, table_filter),
@@ -218,19 +224,20 @@ class StatementCompiler:
         )
         if extras == Extras():
             # Each value as its JSON text, decoded by the backend in one call for the batch.
-            mark = _MARK_PICKED.format(
-                table=self._table, apply=sql.SQL(apply), value=sql.SQL("t.value::text")
-            )
-            return self._finish(sql.SQL("WITH {} {}").format(picked, mark))
+            take = self._take(apply, sql.SQL("t.value::text"))
+            return self._finish(sql.SQL("WITH {} {}").format(picked, take))
         # The CTEs that read ``effect`` (a receipt) keep the jsonb.
-        mark = _MARK_PICKED.format(
-            table=self._table, apply=sql.SQL(apply), value=sql.SQL("t.value")
-        )
-        ctes: list[sql.Composable] = [picked, _cte("effect", mark)]
+        ctes: list[sql.Composable] = [picked, _cte("effect", self._take(apply, sql.SQL("t.value")))]
         if extras.receipt:
             ctes.append(_cte("receipt", self._receipt("claim", ordering)))
         final = sql.SQL("SELECT key, value::text, claim_order FROM effect")
         return self._finish(_with(ctes, final, extras, changed="effect"))
+
+    def _take(self, apply: str | None, value: sql.SQL) -> sql.Composed:
+        """What a claim does to its picked rows: mark them (``apply``), or delete them."""
+        if apply is None:
+            return _DELETE_PICKED.format(table=self._table, value=value)
+        return _MARK_PICKED.format(table=self._table, apply=sql.SQL(apply), value=value)
 
     def _seed(self, extras: Extras) -> bytes:
         ctes: list[sql.Composable] = [

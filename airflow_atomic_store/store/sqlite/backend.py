@@ -209,14 +209,20 @@ class SqliteBackend:
 
     def claim(self, request: ClaimRequest) -> Claimed:
         selection, receipt = request.selection, request.receipt
+        deleting = request.mode == "delete"
         fields = plain_fields(request.mutations)
-        # Ordered by created_at and without a receipt the claim is one statement.
-        alone = fields is not None and receipt is None and selection.ordering.column == "created_at"
+        # Ordered by created_at (or deleting) and without a receipt the claim is one statement.
+        one_statement = deleting or (
+            fields is not None and selection.ordering.column == "created_at"
+        )
+        alone = one_statement and receipt is None
         with self._transaction(alone=alone) as connection:
             recorded = receipts.recorded(connection, self._sql.statement, receipt)
             if recorded is not receipts.NOTHING:
                 return Claimed([(key, value) for key, value in recorded], replayed=True)
-            if fields is not None:
+            if deleting:
+                claimed = selection_sql.delete_in_sql(connection, self._sql, selection)
+            elif fields is not None:
                 claimed = selection_sql.claim_in_sql(connection, self._sql, request, fields)
             else:
                 picked = selection_sql.select(connection, self._sql, selection)

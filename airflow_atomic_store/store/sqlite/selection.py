@@ -41,6 +41,16 @@ def select(
     return decoded(rows)
 
 
+def delete_in_sql(
+    connection: sqlite3.Connection, sql: StatementCompiler, selection: Selection
+) -> list[Row]:
+    """A delete-claim as one ``DELETE … WHERE rowid IN (the selection) RETURNING``, re-sorted."""
+    kind = f"delete_{selection.ordering.column}"
+    statement, params = sql.compile_select(kind, selection)
+    rows = fetch(connection, statement, (*params, selection.limit), selection.claim_set)
+    return in_claim_order(rows, selection.ordering)
+
+
 def claim_in_sql(
     connection: sqlite3.Connection,
     sql: StatementCompiler,

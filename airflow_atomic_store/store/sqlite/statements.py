@@ -45,6 +45,13 @@ STATEMENTS = {
         "UPDATE {table} SET value = {mutation}, record_timestamp = ? "
         f"WHERE rowid IN ({_PICK}) RETURNING key, value, created_at"
     ),
+    # A delete-claim: RETURNING shows the rows as they were, order column included.
+    "delete_created_at": (
+        f"DELETE FROM {{table}} WHERE rowid IN ({_PICK}) RETURNING key, value, created_at"
+    ),
+    "delete_record_timestamp": (
+        f"DELETE FROM {{table}} WHERE rowid IN ({_PICK}) RETURNING key, value, record_timestamp"
+    ),
     # RETURNING shows the new record_timestamp only, so a claim ordered by the old
     # one picks its rows (in order) first, then updates them.
     "pick": _PICK,
