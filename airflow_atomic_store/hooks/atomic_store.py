@@ -32,6 +32,7 @@ STORE_VERBS = (
     "claim_sets",
     "drop_claim_set",
     "explain_claim",
+    "retire",
 )
 _EXAMPLE_SQLITE_URI = "sqlite:////abs/path/store.db"
 _EXAMPLE_POSTGRES_URI = "postgresql://user:password@host:5432/dbname"
@@ -141,6 +142,7 @@ class AtomicStoreHook(BaseHook):
     claim_sets = _store_verb(AtomicStore.claim_sets)
     drop_claim_set = _store_verb(AtomicStore.drop_claim_set)
     explain_claim = _store_verb(AtomicStore.explain_claim)
+    retire = _store_verb(AtomicStore.retire)
 
     # -- connection handling ----------------------------------------------------------------
 

@@ -7,17 +7,14 @@ opened lazily on the first valid call).
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any
 
 from airflow_atomic_store.exceptions import SpecError
 from airflow_atomic_store.spec import (
-    Mutation,
     check_object,
-    check_text,
     parse_key,
     parse_match,
     parse_mutations,
@@ -27,10 +24,15 @@ from airflow_atomic_store.spec import (
     project,
 )
 from airflow_atomic_store.spec.options import parse_claim_mode
-from airflow_atomic_store.store.arguments import claim_options, required_mutations, with_replayed
-from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE, Backend, ClaimSetGone
-from airflow_atomic_store.store.claim_defaults import DEFAULT_WRITTEN, default_claim_mutations
+from airflow_atomic_store.store.arguments import (
+    claim_mutations,
+    claim_options,
+    required_mutations,
+    with_replayed,
+)
+from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE, Backend
 from airflow_atomic_store.store.claim_sets import ClaimSetCatalog
+from airflow_atomic_store.store.claiming import Claims
 from airflow_atomic_store.store.delegation import delegated
 from airflow_atomic_store.store.opening import open_backend, open_factory_backend
 from airflow_atomic_store.store.queue_views import QueueViews
@@ -49,6 +51,7 @@ from airflow_atomic_store.store.requests import (
     UpdateRequest,
     UpsertRequest,
 )
+from airflow_atomic_store.store.retention import Retention
 from airflow_atomic_store.store.row_verbs import RowVerbs
 from airflow_atomic_store.store.snapshot import Snapshot
 
@@ -59,6 +62,10 @@ def _rows(store: AtomicStore) -> RowVerbs:
 
 def _queues(store: AtomicStore) -> QueueViews:
     return store._queues
+
+
+def _retention(store: AtomicStore) -> Retention:
+    return store._retention
 
 
 class AtomicStore:
@@ -127,6 +134,8 @@ class AtomicStore:
         self._claim_sets = ClaimSetCatalog(backend, automatic=auto_claim_sets)
         self._rows = RowVerbs(backend, self._claim_sets)
         self._queues = QueueViews(backend, self._claim_sets)
+        self._claims = Claims(backend, self._claim_sets)
+        self._retention = Retention(self._claims)
 
     @classmethod
     def from_connection_factory(
@@ -223,43 +232,10 @@ class AtomicStore:
             (table, where, match, order_by, direction, limit, return_fields), "claim"
         )
         claim_mode = parse_claim_mode(mode)
-        written: Collection[str]
-        if claim_mode == "delete":
-            if mutations is not None:
-                raise SpecError(
-                    "mutations",
-                    "a claim with mode 'delete' removes its rows and takes no mutations",
-                )
-            # The rows leave every filter: a set over any of its conditions stays small.
-            parsed: tuple[Mutation, ...] = ()
-            written = {condition.path.top_level for condition in conditions}
-        elif mutations is None:
-            if execution_id is not None:
-                if not isinstance(execution_id, str) or not execution_id:
-                    raise SpecError(
-                        "execution_id", f"must be a non-empty string, got {execution_id!r}"
-                    )
-                check_text(execution_id, "execution_id", "execution ids")
-                parsed = default_claim_mutations(execution_id, reused_id=True)
-            else:
-                parsed = default_claim_mutations(f"claim-{uuid.uuid4()}")
-            written = DEFAULT_WRITTEN
-        else:
-            parsed = required_mutations(mutations, "mutations")
-            written = {mutation.path.top_level for mutation in parsed}
+        parsed, written = claim_mutations(claim_mode, mutations, execution_id, conditions)
         receipt = self._receipt(idempotency_key, "claim", table, "")
-        chosen = self._claim_sets.for_claim(
-            table, conditions, match_mode, ordering.column, written=written, may_declare=True
-        )
-        if chosen is None and ordering.column == "record_timestamp":
-            self._claim_sets.ensure_record_order()
-        selection = Selection(table, conditions, match_mode, ordering, count, chosen)
-        try:
-            result = self._backend.claim(ClaimRequest(selection, parsed, receipt, claim_mode))
-        except ClaimSetGone:  # dropped by another process since this one listed it
-            self._claim_sets.forget(table)
-            retry = ClaimRequest(selection.without_set(), parsed, receipt, claim_mode)
-            result = self._backend.claim(retry)
+        selection = Selection(table, conditions, match_mode, ordering, count)
+        result = self._claims.run(ClaimRequest(selection, parsed, receipt, claim_mode), written)
         claimed: list[dict[str, Any]]
         if fields is None:
             claimed = [{"key": key, "value": value} for key, value in result.rows]
@@ -310,6 +286,7 @@ class AtomicStore:
     claim_sets = delegated(QueueViews.claim_sets, _queues, "AtomicStore")
     drop_claim_set = delegated(QueueViews.drop_claim_set, _queues, "AtomicStore")
     explain_claim = delegated(QueueViews.explain_claim, _queues, "AtomicStore")
+    retire = delegated(Retention.retire, _retention, "AtomicStore")
 
     # -- idempotency receipts ------------------------------------------------
 

@@ -58,13 +58,15 @@ class ClaimRequest:
     """Take up to ``selection.limit`` rows no concurrent claim takes.
 
     ``mode`` ``mark`` applies ``mutations`` to them; ``delete`` removes them in the
-    same statement (``mutations`` is empty) and answers their last values.
+    same statement (``mutations`` is empty) and answers their last values, and with
+    ``archive_table`` also writes them there (replacing rows of the same key).
     """
 
     selection: Selection
     mutations: Sequence[Mutation]
     receipt: Receipt | None = None
     mode: ClaimMode = "mark"
+    archive_table: str | None = None
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any
 
 from airflow_atomic_store.exceptions import StoreUnavailableError
@@ -235,6 +236,9 @@ class PostgresBackend:
             apply, mutation_params = mutations_sql(request.mutations, "t.value")
         keyed = request.receipt is not None
         extras, channel = self._sql.extras("claim", selection.table, keyed)
+        archive: tuple[int, ...] = ()
+        if request.archive_table is not None:
+            extras, archive = replace(extras, archive=True), (self._id(request.archive_table),)
         table_id = self._id(selection.table)
         table_filter, where_sql, params = self._sql.selection_filter(
             table_id, selection.where, selection.match, selection.claim_set
@@ -242,7 +246,7 @@ class PostgresBackend:
         statement = self._sql.claim(
             where_sql, selection.ordering, selection.limit, table_filter, apply, extras
         )
-        args = (*params, *mutation_params, table_id)
+        args = (*params, *mutation_params, table_id, *archive)
         many_rows = selection.limit > 1
         rows, recorded = self._execute(
             statement, args, channel, request.receipt, many_rows=many_rows

@@ -64,6 +64,12 @@ _DELETE_PICKED = sql.SQL(
     "DELETE FROM {table} AS t USING picked WHERE t.table_id = %s AND t.key = picked.key "
     "RETURNING t.key, {value}, picked.claim_order"
 )
+#: A delete-claim with an archive copies what it deleted, in the same statement.
+_ARCHIVE = sql.SQL(
+    "INSERT INTO {table} AS a (table_id, key, value) SELECT %s, key, value FROM effect "
+    "ON CONFLICT (table_id, key) DO UPDATE "
+    "SET value = EXCLUDED.value, record_timestamp = clock_timestamp()"
+)
 _UPSERT = sql.SQL(
     "INSERT INTO {table} AS t (table_id, key, value) VALUES (%s, %s, %s) "
     "ON CONFLICT (table_id, key) DO UPDATE "
@@ -120,6 +126,7 @@ class Extras:
 
     receipt: bool = False
     notify: bool = False
+    archive: bool = False  # a delete-claim's copy into its archive table
 
 
 def _cte(name: str, body: sql.Composable, *, materialized: bool = False) -> sql.Composed:
@@ -228,6 +235,8 @@ class StatementCompiler:
             return self._finish(sql.SQL("WITH {} {}").format(picked, take))
         # The CTEs that read ``effect`` (a receipt) keep the jsonb.
         ctes: list[sql.Composable] = [picked, _cte("effect", self._take(apply, sql.SQL("t.value")))]
+        if extras.archive:
+            ctes.append(_cte("archived", _ARCHIVE.format(table=self._table)))
         if extras.receipt:
             ctes.append(_cte("receipt", self._receipt("claim", ordering)))
         final = sql.SQL("SELECT key, value::text, claim_order FROM effect")

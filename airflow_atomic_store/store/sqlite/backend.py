@@ -222,6 +222,15 @@ class SqliteBackend:
                 return Claimed([(key, value) for key, value in recorded], replayed=True)
             if deleting:
                 claimed = selection_sql.delete_in_sql(connection, self._sql, selection)
+                if request.archive_table is not None:
+                    now = timestamps.now()
+                    connection.executemany(
+                        self._sql.statement("put"),
+                        [
+                            (request.archive_table, key, dumps(value), now, now)
+                            for key, value in claimed
+                        ],
+                    )
             elif fields is not None:
                 claimed = selection_sql.claim_in_sql(connection, self._sql, request, fields)
             else:
