@@ -52,6 +52,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_atomic_store.triggers.claimable_rows",
                     "airflow_atomic_store.triggers.claim_wait",
+                    "airflow_atomic_store.triggers.row_wait",
                 ],
             }
         ],

@@ -68,6 +68,10 @@ class Listener(Protocol):
 
     async def count(self, statement: bytes, params: Sequence[Any]) -> Backlog: ...
 
+    async def fetch_one(self, statement: bytes, params: Sequence[Any]) -> Any:
+        """A statement's first row (None when it has none), on the listening connection."""
+        ...
+
     async def wait(self, timeout: float) -> None: ...
 
     async def close(self) -> None: ...
@@ -87,6 +91,10 @@ class Notifications(Protocol):
 
     def count_query(self, selection: Selection) -> tuple[bytes, list[Any]]:
         """The backend's count statement and parameters, to run on a listener."""
+        ...
+
+    def value_query(self, table: str, key: str) -> tuple[bytes, list[Any]]:
+        """The backend's read of one row's value, to run on a listener."""
         ...
 
     def written_query(self, table: str) -> tuple[bytes, list[Any]] | None:

@@ -134,9 +134,11 @@ class PollingSource:
         return await asyncio.to_thread(self._matches, key)
 
     def _matches(self, key: str) -> bool:
-        watch = self._watch
-        value = self._store.get(watch.table, key)
-        return value is not None and evaluate(parse_where(watch.where), watch.match, value)
+        value = self._store.get(self._watch.table, key)
+        return value is not None and self._satisfies(value)
+
+    def _satisfies(self, value: dict[str, Any]) -> bool:
+        return evaluate(parse_where(self._watch.where), self._watch.match, value)
 
     async def wait(self, timeout: float) -> None:
         await asyncio.sleep(timeout)
@@ -180,6 +182,28 @@ class ListeningSource(PollingSource):
             log.warning("atomic store trigger: %s; polling", exc)
             return await super().count()
         return backlog.count, backlog.first
+
+    async def matches(self, key: str) -> bool:
+        """On the listening connection: a trigger waiting for one row's guard reads it on
+        every wake-up, which through the store would open a connection each time."""
+        if not self._listener.listening:
+            return await super().matches(key)
+        table = self._watch.table
+        try:
+            if not await self._listener.written(self._notifications.written_query(table)):
+                return False  # nothing wrote the table yet: the row is not there
+            statement, params = await asyncio.to_thread(self._value_query, key)
+            row = await self._listener.fetch_one(statement, params)
+        except StoreUnavailableError as exc:
+            log.warning("atomic store trigger: %s; polling", exc)
+            return await super().matches(key)
+        return row is not None and self._satisfies(row[0])
+
+    def _value_query(self, key: str) -> tuple[bytes, list[Any]]:
+        try:
+            return self._notifications.value_query(self._watch.table, key)
+        finally:  # reading the catalog may have opened it; it reconnects when next needed
+            self._store.close()
 
     def _count_query(self) -> tuple[bytes, list[Any]]:
         watch = self._watch

@@ -101,6 +101,9 @@ class PostgresBackend:
     def count_query(self, selection: Selection) -> tuple[bytes, list[Any]]:
         return self._selection("count", selection)
 
+    def value_query(self, table: str, key: str) -> tuple[bytes, list[Any]]:
+        return self._sql.queries["get"], [self._read_id(table), key]
+
     def written_query(self, table: str) -> tuple[bytes, list[Any]] | None:
         """The catalog lookup :meth:`count_query` would make for a table not yet seen written."""
         return self._ids.find_query(table)

@@ -71,8 +71,11 @@ class PostgresListener:
 
     async def count(self, statement: bytes, params: Sequence[Any]) -> Backlog:
         """Run a count statement (``Notifications.count_query``) on this connection."""
+        return Backlog.from_row(await self.fetch_one(statement, params))
+
+    async def fetch_one(self, statement: bytes, params: Sequence[Any]) -> Any:
         try:
-            return Backlog.from_row(await self._fetch_one(statement, params))
+            return await self._fetch_one(statement, params)
         except psycopg.Error as exc:
             raise await self._lost(exc) from exc
 
