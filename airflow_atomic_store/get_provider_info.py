@@ -56,6 +56,12 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "task-decorators": [
+            {
+                "class-name": "airflow_atomic_store.decorators.atomic_batch.atomic_batch_task",
+                "name": "atomic_batch",
+            }
+        ],
         "connection-types": _connection_types(),
         # ``airflow atomic-store …``: read by Airflow 3.2+, ignored before (airflow_atomic_store/cli).
         "cli": ["airflow_atomic_store.cli.airflow_commands.get_cli_commands"],
