@@ -27,8 +27,8 @@ from airflow_atomic_store.inspection import (
 )
 from airflow_atomic_store.timestamps import format_timestamp, utc_now
 from tests.support.physical import PHYSICAL_TABLE, journal_mode, nowhere_url, store_objects
+from tests.support.specs import PENDING
 
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
 NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 

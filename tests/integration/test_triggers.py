@@ -20,8 +20,8 @@ from airflow_atomic_store import AtomicStore, SpecError, timestamps
 from airflow_atomic_store.triggers import ClaimableRowsTrigger, ClaimWaitTrigger
 from devkit.postgres_server import PostgresServer
 from tests.support import late_writer
+from tests.support.specs import PENDING
 
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
 QUIET = 1.5  # seconds in which a trigger that should stay quiet is watched
 
 

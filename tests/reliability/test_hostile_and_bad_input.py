@@ -22,6 +22,7 @@ from airflow_atomic_store.spec.conditions import MAX_CONDITIONS
 from airflow_atomic_store.spec.options import MAX_KEY_BYTES, MAX_TABLE_BYTES
 from airflow_atomic_store.spec.values import MAX_DEPTH
 from tests.reliability.support import snapshot
+from tests.support.specs import INCREMENT as BUMP
 
 _cases = itertools.count()
 
@@ -314,8 +315,6 @@ def cyclic() -> dict[str, Any]:
     value["self"] = value
     return value
 
-
-BUMP = [{"field": "n", "operation": "increment", "value": 1}]
 
 BAD_VALUES: dict[str, tuple[Callable[[AtomicStore, str], Any], str]] = {
     # NUL and lone surrogates wherever text enters
