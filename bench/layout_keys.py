@@ -3,9 +3,10 @@
     python -m bench.layout_keys [--rounds 5] [--pending 10000] [--done 100000] [--puts 3000]
 
 Why PostgreSQL keys rows by a table id and SQLite by the name (docs/backends.md,
-"Physical layout"): the two layouts differ only in the column that leads the primary
-key and the ``created_at`` index, ``table_name text COLLATE "C"`` (SQLite: ``TEXT``)
-or ``table_id integer``. Each round builds both on fresh tables (history of done rows,
+"Physical layout"): the layouts differ only in the column that leads the primary key
+and the ``created_at`` index, ``table_name text COLLATE "C"`` (SQLite: ``TEXT``) holding
+``jobs`` or a 34-character name, or ``table_id integer``. Each round builds each layout
+on fresh tables (history of done rows,
 pending rows above it, the store's indexes and a claimable set's partial index) in
 rotating order, then times one process putting new rows one statement at a time and
 draining the pending rows with the store's claim shape (batches of 10: mark in place,
