@@ -6,15 +6,14 @@ Why PostgreSQL keys rows by a table id and SQLite by the name (docs/backends.md,
 "Physical layout"): the layouts differ only in the column that leads the primary key
 and the ``created_at`` index, ``table_name text COLLATE "C"`` (SQLite: ``TEXT``) holding
 ``jobs`` or a 34-character name, or ``table_id integer``. Each round builds each layout
-on fresh tables (history of done rows,
-pending rows above it, the store's indexes and a claimable set's partial index) in
-rotating order, then times one process putting new rows one statement at a time and
-draining the pending rows with the store's claim shape (batches of 10: mark in place,
+on fresh tables (history of done rows, pending rows above it, the store's indexes and a
+claimable set's partial index) in rotating order, then times one process putting new
+rows one statement at a time and draining the pending rows with the store's claim shape (batches of 10: mark in place,
 ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, ``INDEXED BY`` the set on SQLite), then
 rewriting every row's value in one statement (the index inserts alone). The figure
 is CPU per row, this process's and (PostgreSQL) its backend's from ``/proc``: on a
 shared machine a rate moves with the neighbours' load, CPU much less. Statements are
-hand-written, the same for both layouts but for the leading column.
+hand-written, the same for every layout but for the leading column.
 """
 
 from __future__ import annotations
