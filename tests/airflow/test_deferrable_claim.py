@@ -18,9 +18,9 @@ from airflow.sdk import task
 from airflow_atomic_store import AtomicClaimOperator, AtomicStore, SpecError
 from devkit.dagrun import DagRunResult, new_dag
 from tests.support import late_writer
+from tests.support.specs import PENDING
 
 RunDag = Callable[..., DagRunResult]
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
 
 
 def _claim(store_conn: str, **kwargs: object) -> AtomicClaimOperator:

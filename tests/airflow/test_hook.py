@@ -24,6 +24,7 @@ from airflow_atomic_store import (
 )
 from airflow_atomic_store.hooks.atomic_store import STORE_VERBS
 from devkit.postgres_server import PostgresServer
+from tests.support.specs import IS_PENDING as PENDING
 
 
 def define(monkeypatch: pytest.MonkeyPatch, conn_id: str, value: str | dict) -> None:
@@ -63,9 +64,6 @@ def test_the_hook_offers_every_verb_of_the_store(store_conn: str) -> None:
         )
         assert hook.drop_claim_set(index) is True
         assert hook.claim_sets() == []
-
-
-PENDING = {"field": "status", "operator": "equals", "value": "pending"}
 
 
 def test_the_hooks_verbs_are_the_stores_with_the_stores_signatures() -> None:

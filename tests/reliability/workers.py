@@ -13,8 +13,7 @@ import time
 from typing import Any
 
 from airflow_atomic_store import AtomicStore, StoreUnavailableError
-
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
+from tests.support.specs import PENDING
 
 
 def owned_by(execution_id: str) -> list[dict[str, Any]]:
