@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +10,9 @@ from airflow.sdk import task
 
 from airflow_atomic_store import AtomicStore
 from devkit.dagrun import DagRunResult, new_dag
+from tests.support.specs import ONE_RETRY, PENDING
 
 RunDag = Callable[..., DagRunResult]
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
 
 
 def _enqueue(store_url: str, count: int) -> None:
@@ -32,7 +31,7 @@ def test_each_row_gets_its_outcome_and_one_failing_row_fails_neither_the_others_
 ) -> None:
     _enqueue(store_url, 5)
     calls = tmp_path / "calls.txt"
-    with new_dag(dag_id, default_args={"retries": 1, "retry_delay": timedelta(0)}) as dag:
+    with new_dag(dag_id, default_args=ONE_RETRY) as dag:
 
         @task.atomic_batch(
             conn_id=store_conn,

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 from airflow_atomic_store import AtomicClaimOperator, AtomicStore
 from devkit.dagrun import DagRunResult, new_dag
+from tests.support.specs import ONE_RETRY, PENDING, THREE_RETRIES
 
 RunDag = Callable[..., DagRunResult]
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
 
 
 def lost_after_commit(context: Any, result: Any = None) -> None:
@@ -24,7 +23,7 @@ def test_a_templated_delete_mode_claim_removes_its_batch_and_a_retry_replays_it(
     with AtomicStore(store_url) as store:
         for number in range(3):
             store.put("jobs", f"job-{number}", {"status": "pending", "n": number})
-    with new_dag(dag_id, default_args={"retries": 1, "retry_delay": timedelta(0)}) as dag:
+    with new_dag(dag_id, default_args=ONE_RETRY) as dag:
         AtomicClaimOperator(
             task_id="take",
             conn_id=store_conn,
@@ -50,7 +49,7 @@ def test_a_delete_mode_claim_with_mutations_fails_without_retries(
 ) -> None:
     with AtomicStore(store_url) as store:
         store.put("jobs", "job-0", {"status": "pending"})
-    with new_dag(dag_id, default_args={"retries": 3, "retry_delay": timedelta(0)}) as dag:
+    with new_dag(dag_id, default_args=THREE_RETRIES) as dag:
         AtomicClaimOperator(
             task_id="take",
             conn_id=store_conn,

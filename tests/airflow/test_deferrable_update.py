@@ -19,10 +19,9 @@ from airflow.sdk import task
 from airflow_atomic_store import AtomicStore, AtomicUpdateOperator, SpecError, timestamps
 from devkit.dagrun import DagRunResult, new_dag
 from tests.support import late_writer
+from tests.support.specs import HAS_TOKENS, ONE_RETRY, TAKE_TOKEN
 
 RunDag = Callable[..., DagRunResult]
-HAS_TOKENS = [{"field": "tokens", "operator": "gt", "value": 0}]
-TAKE_ONE = [{"field": "tokens", "operation": "increment", "value": -1}]
 
 
 def _take(store_conn: str, **kwargs: Any) -> AtomicUpdateOperator:
@@ -32,7 +31,7 @@ def _take(store_conn: str, **kwargs: Any) -> AtomicUpdateOperator:
         table="buckets",
         key="api",
         where=HAS_TOKENS,
-        mutations=TAKE_ONE,
+        mutations=TAKE_TOKEN,
         deferrable=True,
         poll_interval=0.2,
         **kwargs,
@@ -45,7 +44,7 @@ def _rounds(store_url: str, result: DagRunResult, task_id: str = "take") -> list
     with AtomicStore(store_url) as store:
         return [
             store.atomic_update(
-                "buckets", "api", where=HAS_TOKENS, mutations=TAKE_ONE, idempotency_key=round_key
+                "buckets", "api", where=HAS_TOKENS, mutations=TAKE_TOKEN, idempotency_key=round_key
             )
             for round_key in (key, f"{key}/wait-1")
         ]
@@ -145,7 +144,7 @@ def test_a_retry_after_the_deferred_update_committed_replays_it_with_one_effect(
 ) -> None:
     with AtomicStore(store_url) as store:
         store.put("buckets", "api", {"tokens": 0})
-    with new_dag(dag_id, default_args={"retries": 1, "retry_delay": timedelta(0)}) as dag:
+    with new_dag(dag_id, default_args=ONE_RETRY) as dag:
         _take(store_conn, wait_timeout=timedelta(minutes=2), post_execute=lost_after_commit)
     writer = late_writer.start(
         store_url,
@@ -178,5 +177,5 @@ def test_bad_deferral_arguments_of_an_update_fail_at_dag_parse_naming_the_field(
     kwargs: dict, field: str
 ) -> None:
     with pytest.raises(SpecError) as raised:
-        AtomicUpdateOperator(task_id="take", table="t", key="k", mutations=TAKE_ONE, **kwargs)
+        AtomicUpdateOperator(task_id="take", table="t", key="k", mutations=TAKE_TOKEN, **kwargs)
     assert raised.value.field == field

@@ -10,8 +10,7 @@ import pytest
 from airflow_atomic_store import AtomicStore, SpecError
 from devkit.processes import run_in_processes
 from tests.support import claim_modes
-
-PENDING = claim_modes.PENDING
+from tests.support.specs import PENDING
 
 
 def _enqueue(store: AtomicStore, table: str, count: int) -> list[str]:

@@ -7,8 +7,7 @@ import time
 from typing import Any
 
 from airflow_atomic_store import AtomicStore
-
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
+from tests.support.specs import PENDING
 
 
 def drain_in_mode(barrier: Any, url: str, table: str, limit: int, mode: str) -> list[str]:
