@@ -69,17 +69,19 @@ class History:
 
 
 def keyed(
-    history: History, method: str, args: dict[str, Any], run: Callable[[], Any], deadline: float
+    history: History, store: AtomicStore, method: str, args: dict[str, Any], deadline: float
 ) -> dict[str, Any]:
-    """One operation: attempts with the same idempotency key until one succeeds.
+    """One operation, ``store.<method>(**args)``: attempts until one succeeds.
 
-    Returns ``{"method", "args", "attempts": [error text, ...], "result"}``; an
-    error other than ``StoreUnavailableError`` ends the retries (the test fails on it).
+    The arguments (and so the idempotency key) are the same in every attempt, and
+    the history records them as they were passed. Returns ``{"method", "args",
+    "attempts": [error text, ...], "result"}``; an error other than
+    ``StoreUnavailableError``, or the deadline, ends the retries (result None).
     """
     attempts: list[str] = []
     while True:
         try:
-            result = history.call(method, args, run)
+            result = history.call(method, args, lambda: getattr(store, method)(**args))
         except StoreUnavailableError as exc:
             attempts.append(f"StoreUnavailableError: {exc}")
             if time.monotonic() > deadline:
@@ -92,30 +94,30 @@ def keyed(
         return {"method": method, "args": args, "attempts": attempts, "result": result}
 
 
-def increment(store: AtomicStore, key: str) -> Callable[[], Any]:
-    """Add 1 to the shared counter and mark the operation in the same statement."""
-    return lambda: store.atomic_update(
-        "counters",
-        "total",
-        mutations=[
+def increment(key: str) -> dict[str, Any]:
+    """Add 1 to the shared counter and mark the operation, in one statement."""
+    return {
+        "table": "counters",
+        "key": "total",
+        "mutations": [
             {"field": "n", "operation": "increment", "value": 1},
             {"field": f"seen.{key}", "operation": "set", "value": True},
         ],
-        return_fields=["n"],
-        idempotency_key=key,
-    )
+        "return_fields": ["n"],
+        "idempotency_key": key,
+    }
 
 
-def claim(store: AtomicStore, table: str, key: str, limit: int) -> Callable[[], Any]:
+def claim(table: str, key: str, limit: int) -> dict[str, Any]:
     """Claim up to ``limit`` pending rows, marked ``claimedBy: key``."""
-    return lambda: store.atomic_claim(
-        table,
-        where=PENDING,
-        limit=limit,
-        execution_id=key,
-        return_fields=["status"],
-        idempotency_key=key,
-    )
+    return {
+        "table": table,
+        "where": PENDING,
+        "limit": limit,
+        "execution_id": key,
+        "return_fields": ["status"],
+        "idempotency_key": key,
+    }
 
 
 def stream(
@@ -130,15 +132,10 @@ def stream(
         n = 0
         while not os.path.exists(stop_file) and time.monotonic() < deadline:
             key = f"{process}-{n}"
-            args: dict[str, Any]
             if n % 2 == 0:
-                args = {"table": "counters", "key": "total", "idempotency_key": key}
-                operation = keyed(history, "atomic_update", args, increment(store, key), deadline)
+                operation = keyed(history, store, "atomic_update", increment(key), deadline)
             else:
-                args = {"table": "queue", "limit": 2, "idempotency_key": key}
-                operation = keyed(
-                    history, "atomic_claim", args, claim(store, "queue", key, 2), deadline
-                )
+                operation = keyed(history, store, "atomic_claim", claim("queue", key, 2), deadline)
             operation["key"] = key
             operations.append(operation)
             n += 1
@@ -153,32 +150,16 @@ def build_index_through_failover(
     """Declare the ``jobs`` set (the build blocks until the failover interrupts it), then
     claim from ``jobs`` without the set, declare it again and claim through it."""
     history = History(history_dir, process)
-    where = PENDING
+    declare = {"table": "jobs", "where": PENDING}
     with AtomicStore(url, auto_claim_sets=False) as store:
         store.get("jobs", "__warm-up__")
         barrier.wait(timeout=60)
-        args = {"table": "jobs", "where": where}
-
-        def declare() -> Any:
-            return store.ensure_claim_index(table="jobs", where=where)
-
-        interrupted = keyed(history, "ensure_claim_index", args, declare, time.monotonic())
-        unindexed = keyed(
-            history,
-            "atomic_claim",
-            {"table": "jobs", "limit": 5, "idempotency_key": "jobs-1"},
-            claim(store, "jobs", "jobs-1", 5),
-            deadline,
-        )
+        # No retry: the failover ends this call (its deadline is now).
+        interrupted = keyed(history, store, "ensure_claim_index", declare, time.monotonic())
+        unindexed = keyed(history, store, "atomic_claim", claim("jobs", "jobs-1", 5), deadline)
         sets_before = store.claim_sets("jobs")
-        declared = keyed(history, "ensure_claim_index", args, declare, deadline)
-        indexed = keyed(
-            history,
-            "atomic_claim",
-            {"table": "jobs", "limit": 5, "idempotency_key": "jobs-2"},
-            claim(store, "jobs", "jobs-2", 5),
-            deadline,
-        )
+        declared = keyed(history, store, "ensure_claim_index", declare, deadline)
+        indexed = keyed(history, store, "atomic_claim", claim("jobs", "jobs-2", 5), deadline)
         sets_after = store.claim_sets("jobs")
     history.close()
     return {
