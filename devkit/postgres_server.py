@@ -262,11 +262,6 @@ class PostgresServer:
             self.directory = None
             self.port = None
 
-    @property
-    def bin_dir(self) -> Path:
-        """The directory of the binaries this server runs (``pg_basebackup`` is there too)."""
-        return self._pg_ctl.parent
-
     def start_as_standby(
         self, primary_port: int, *, application_name: str, primary_host: str = "127.0.0.1"
     ) -> PostgresServer:
@@ -288,7 +283,7 @@ class PostgresServer:
                 shutil.chown(directory, user=_SERVER_USER, group=_SERVER_USER)
             self._run(
                 [
-                    str(self.bin_dir / "pg_basebackup"),
+                    str(self._pg_basebackup()),
                     *("-D", str(self.data_dir), "-h", primary_host, "-p", str(primary_port)),
                     *("-U", _SUPERUSER, "-R", "-X", "stream", "--checkpoint=fast", "--no-sync"),
                 ],
@@ -307,6 +302,16 @@ class PostgresServer:
             self.stop()
             raise
         return self
+
+    def _pg_basebackup(self) -> Path:
+        """``pg_basebackup`` of this server's version: beside ``pg_ctl``, else on PATH."""
+        beside = self._pg_ctl.parent / "pg_basebackup"
+        found = beside if beside.exists() else shutil.which("pg_basebackup")
+        if found is None:
+            raise PostgresServerError(
+                f"pg_basebackup was not found beside {self._pg_ctl} or on PATH"
+            )
+        return Path(found)
 
     def promote(self) -> None:
         """Promote a standby: it leaves recovery and accepts writes when this returns."""
