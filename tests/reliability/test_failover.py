@@ -55,7 +55,12 @@ _LOCAL_COMMIT = "options=-csynchronous_commit%3Dlocal"  # seeding need not wait 
 
 @dataclass(frozen=True)
 class FailoverRun:
-    """What the scenario did and what the promoted standby holds afterwards."""
+    """What the scenario did and what the promoted standby holds afterwards.
+
+    Before the workers started: ``counters/total`` was ``{"n": 0, "seen": {}}``, and
+    ``queue`` (``q-00000``…) and ``jobs`` (``j-00000``…) held ``QUEUE_ROWS`` and
+    ``JOB_ROWS`` rows ``{"status": "pending"}``; the history has every call after that.
+    """
 
     history_dir: Path
     operations: list[dict[str, Any]]
@@ -360,6 +365,7 @@ def test_the_hook_on_a_multi_host_connection_follows_a_failover_uri_and_json_for
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from airflow_atomic_store.hooks import AtomicStoreHook
+    from airflow_atomic_store.hooks.atomic_store import postgres_connect_args
 
     with StandbyPair(synchronous=True) as pair:
         # The standby first: target_session_attrs makes libpq pass over it. Airflow's
@@ -384,6 +390,11 @@ def test_the_hook_on_a_multi_host_connection_follows_a_failover_uri_and_json_for
         for form, conn in forms.items():
             monkeypatch.setenv(f"AIRFLOW_CONN_FAILOVER_{form.upper()}", conn)
             hooks[form] = AtomicStoreHook(f"failover_{form}")
+            # What the store (and a trigger's LISTEN connection) connects with.
+            arguments = postgres_connect_args(f"failover_{form}", hooks[form]._connection())
+            assert arguments is not None
+            assert (arguments["host"], arguments["port"]) == ("127.0.0.1,127.0.0.1", ports)
+            assert arguments["target_session_attrs"] == "read-write"
             hooks[form].put("t", f"{form}-written", {"on": "primary"})
         assert _fetch(pair.primary.url, "SELECT count(*) FROM atomic_store_rows") == [(2,)]
         pair.fail_over()
