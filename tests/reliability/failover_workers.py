@@ -94,6 +94,19 @@ def keyed(
         return {"method": method, "args": args, "attempts": attempts, "result": result}
 
 
+def warm_up(store: AtomicStore, table: str, timeout: float = 60.0) -> None:
+    """Connect before the barrier; a slow first connection (a loaded machine) is retried."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            store.get(table, "__warm-up__")
+            return
+        except StoreUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(RETRY_PAUSE)
+
+
 def increment(key: str) -> dict[str, Any]:
     """Add 1 to the shared counter and mark the operation, in one statement."""
     return {
@@ -127,7 +140,7 @@ def stream(
     history = History(history_dir, process)
     operations: list[dict[str, Any]] = []
     with AtomicStore(url) as store:
-        store.get("counters", "__warm-up__")
+        warm_up(store, "counters")
         barrier.wait(timeout=60)
         n = 0
         while not os.path.exists(stop_file) and time.monotonic() < deadline:
@@ -152,7 +165,7 @@ def build_index_through_failover(
     history = History(history_dir, process)
     declare = {"table": "jobs", "where": PENDING}
     with AtomicStore(url, auto_claim_sets=False) as store:
-        store.get("jobs", "__warm-up__")
+        warm_up(store, "jobs")
         barrier.wait(timeout=60)
         # No retry: the failover ends this call (its deadline is now).
         interrupted = keyed(history, store, "ensure_claim_index", declare, time.monotonic())

@@ -168,9 +168,9 @@ def failover_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FailoverR
         _seed(f"{pair.primary.url}?{_LOCAL_COMMIT}")
         pair.wait_replayed()
         stream_url = pair.url(
-            primary_port=front.port, connect_timeout=2, application_name=STREAM_APP
+            primary_port=front.port, connect_timeout=5, application_name=STREAM_APP
         )
-        build_url = pair.url(primary_port=front.port, connect_timeout=2, application_name=BUILD_APP)
+        build_url = pair.url(primary_port=front.port, connect_timeout=5, application_name=BUILD_APP)
         deadline = time.monotonic() + 45
         report: dict[str, Any] = {}
         driver = threading.Thread(
@@ -336,7 +336,7 @@ def test_an_asynchronous_standby_can_lose_an_acknowledged_write_and_its_receipt(
     # asynchronous standby that lags at the moment of the crash.
     with StandbyPair(synchronous=False, replication_delay=0.0) as pair:
         assert pair.replication is not None
-        with AtomicStore(pair.url(connect_timeout=2)) as store:
+        with AtomicStore(pair.url(connect_timeout=5)) as store:
             store.put("counters", "total", {"n": 0})
             assert _increment(store, "before-the-lag") == {
                 "updated": True,
@@ -372,7 +372,7 @@ def test_the_hook_on_a_multi_host_connection_follows_a_failover_uri_and_json_for
         # connection has one port: the list goes in the "port" extra, which the Postgres
         # provider hands to libpq as it hands every extra (host and port lists pair up).
         ports = f"{pair.standby.port},{pair.primary.port}"
-        extra = {"port": ports, "target_session_attrs": "read-write", "connect_timeout": "2"}
+        extra = {"port": ports, "target_session_attrs": "read-write", "connect_timeout": "5"}
         forms = {
             "uri": "postgres://postgres@127.0.0.1,127.0.0.1/atomic_store?"
             + "&".join(f"{name}={value}" for name, value in extra.items()),
