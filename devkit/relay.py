@@ -86,16 +86,16 @@ class TcpRelay:
         return self
 
     def hold_replies(self) -> int:
-        """Stop delivering replies on the connections open now; returns how many there are."""
+        """Stop delivering replies on the connections open now; returns how many there are.
+
+        What the target sends them is kept, undelivered, until :meth:`cut` drops it
+        with the connections; connections made later are not held.
+        """
         return self._call(self._hold)
 
     def cut(self) -> int:
         """Reset every connection carried now; returns how many there were."""
         return self._call(self._cut)
-
-    @property
-    def connections(self) -> int:
-        return len(self._links)
 
     def stop(self) -> None:
         loop, thread = self._loop, self._thread
