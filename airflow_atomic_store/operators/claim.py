@@ -19,8 +19,6 @@ from airflow_atomic_store.templating import AtomicNamespace
 _DEFAULTS = store_defaults("atomic_claim")
 
 if TYPE_CHECKING:
-    from airflow.sdk import Context
-
     from airflow_atomic_store.triggers.claim_wait import ClaimWaitTrigger
 
 
@@ -148,7 +146,7 @@ class AtomicClaimOperator(BaseAtomicOperator):
         self.deferrable = deferrable
         self.wait_timeout = parse_wait_timeout(wait_timeout)
         self.poll_interval = parse_seconds(poll_interval, "poll_interval")
-        self._wait = Wait(self.wait_timeout)  # its round and deadline: see resume_claim
+        self._wait = Wait(self.wait_timeout)  # its round and deadline: see resume_after_wait
         self.where = where
         self.match = match
         self.mutations = mutations
@@ -162,24 +160,15 @@ class AtomicClaimOperator(BaseAtomicOperator):
     ) -> dict[str, Any]:
         if not self.deferrable:
             return self._claim(hook, atomic, idempotency_key)
-        wait = self._wait
-        while True:
-            result = self._claim(hook, atomic, wait.key(idempotency_key))
-            if result["count"] or wait.over():
-                return result
-            wait.round += 1
-            if not result.get("replayed"):  # a live claim found nothing: wait for rows
-                self.log.info(
-                    "nothing to claim from %s: waiting in the triggerer (round %d, until %s)",
-                    self.table,
-                    wait.round,
-                    wait.deadline or "rows appear",
-                )
-                longest = wait.longest(
-                    hook.store.receipt_retention, idempotency_key is not None, self.log
-                )
-                wait.defer(self, self._trigger, "resume_claim", longest, atomic.read_clock)
-            # a replayed empty round: this task ran it before; go on to the next round
+        return self._wait.attempt(
+            self,
+            idempotency_key,
+            lambda key: self._claim(hook, atomic, key),
+            lambda result: bool(result["count"]),
+            receipt_retention=hook.store.receipt_retention,
+            read_clock=atomic.read_clock,
+            waiting_for=f"nothing to claim from {self.table}",
+        )
 
     def _claim(
         self, hook: AtomicStoreHook, atomic: AtomicNamespace, idempotency_key: str | None
@@ -200,7 +189,7 @@ class AtomicClaimOperator(BaseAtomicOperator):
 
     # -- deferral ---------------------------------------------------------------------------
 
-    def _trigger(self, *, deadline: str | None, rerender_at: str | None) -> ClaimWaitTrigger:
+    def wait_trigger(self, *, deadline: str | None, rerender_at: str | None) -> ClaimWaitTrigger:
         """Wait in the triggerer for rows matching the rendered ``where``."""
         from airflow_atomic_store.triggers.claim_wait import ClaimWaitTrigger
 
@@ -213,22 +202,6 @@ class AtomicClaimOperator(BaseAtomicOperator):
             deadline=deadline,
             rerender_at=rerender_at,
         )
-
-    def resume_claim(
-        self,
-        context: Context,
-        event: Mapping[str, Any] | None = None,
-        *,
-        round: int = 1,
-        deadline: str | None = None,
-    ) -> dict[str, Any]:
-        """Back from the triggerer: claim (round ``round``), or wait again if beaten to it."""
-        self._wait.resumed(event, round, deadline)
-        if self._wait.waited_out:
-            self.log.info(
-                "waited %ss for rows of %s: claiming once more", self.wait_timeout, self.table
-            )
-        return self.execute(context)
 
     def describe(self, result: Mapping[str, Any]) -> str:
         return f"claimed {result['count']} of limit {self.limit} from {self.table}"

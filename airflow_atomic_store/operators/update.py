@@ -14,8 +14,6 @@ from airflow_atomic_store.spec.watch import parse_seconds
 from airflow_atomic_store.templating import AtomicNamespace
 
 if TYPE_CHECKING:
-    from airflow.sdk import Context
-
     from airflow_atomic_store.triggers.row_wait import RowWaitTrigger
 
 _DEFAULTS = store_defaults("atomic_update")
@@ -102,7 +100,7 @@ class AtomicUpdateOperator(BaseAtomicOperator):
         self.deferrable = deferrable
         self.wait_timeout = parse_wait_timeout(wait_timeout)
         self.poll_interval = parse_seconds(poll_interval, "poll_interval")
-        self._wait = Wait(self.wait_timeout)  # its round and deadline: see resume_update
+        self._wait = Wait(self.wait_timeout)  # its round and deadline: see resume_after_wait
         self.key = key
         self.mutations = mutations
         self.where = where
@@ -113,27 +111,17 @@ class AtomicUpdateOperator(BaseAtomicOperator):
     ) -> dict[str, Any]:
         if not self.deferrable:
             return self._update(hook, idempotency_key)
-        wait = self._wait
-        while True:
-            result = self._update(hook, wait.key(idempotency_key))
-            if result["updated"] or wait.over():
-                return result
-            wait.round += 1
-            if not result.get("replayed"):  # a live attempt was refused: wait for a change
-                self.log.info(
-                    "did not update key %r in %s: waiting in the triggerer (round %d, until %s)",
-                    result["key"],
-                    self.table,
-                    wait.round,
-                    wait.deadline or "the guard holds",
-                )
-                longest = wait.longest(
-                    hook.store.receipt_retention, idempotency_key is not None, self.log
-                )
-                wait.defer(self, self._trigger, "resume_update", longest, atomic.read_clock)
-            # a replayed refused round: this task ran it before; go on to the next round
+        return self._wait.attempt(
+            self,
+            idempotency_key,
+            lambda key: self._update(hook, key),
+            lambda result: bool(result["updated"]),
+            receipt_retention=hook.store.receipt_retention,
+            read_clock=atomic.read_clock,
+            waiting_for=f"did not update key {self.key!r} in {self.table}",
+        )
 
-    def _trigger(self, *, deadline: str | None, rerender_at: str | None) -> RowWaitTrigger:
+    def wait_trigger(self, *, deadline: str | None, rerender_at: str | None) -> RowWaitTrigger:
         from airflow_atomic_store.triggers.row_wait import RowWaitTrigger
 
         return RowWaitTrigger(
@@ -146,20 +134,6 @@ class AtomicUpdateOperator(BaseAtomicOperator):
             deadline=deadline,
             rerender_at=rerender_at,
         )
-
-    def resume_update(
-        self,
-        context: Context,
-        event: Mapping[str, Any] | None = None,
-        *,
-        round: int = 1,
-        deadline: str | None = None,
-    ) -> dict[str, Any]:
-        """Back from the triggerer: try again (round ``round``), or wait again if beaten."""
-        self._wait.resumed(event, round, deadline)
-        if self._wait.waited_out:
-            self.log.info("waited %ss for %s: trying once more", self.wait_timeout, self.key)
-        return self.execute(context)
 
     def _update(self, hook: AtomicStoreHook, idempotency_key: str | None) -> dict[str, Any]:
         return hook.atomic_update(

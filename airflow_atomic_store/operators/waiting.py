@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger
-
 from airflow_atomic_store import timestamps
 from airflow_atomic_store.spec.watch import parse_seconds
 
@@ -84,15 +82,40 @@ class Wait:
             )
         return longest
 
-    def defer(
+    def attempt(
         self,
         operator: Any,
-        make_trigger: Callable[..., BaseTrigger],
-        method_name: str,
-        wait: float | None,
+        idempotency_key: str | None,
+        attempt: Callable[[str | None], dict[str, Any]],
+        applied: Callable[[dict[str, Any]], bool],
+        *,
+        receipt_retention: float,
         read_clock: bool,
-    ) -> None:
-        """Defer ``operator`` on the trigger ``make_trigger(deadline=, rerender_at=)``.
+        waiting_for: str,
+    ) -> dict[str, Any]:
+        """Attempt round after round until one ``applied`` or the wait is over.
+
+        A live attempt that did not apply defers ``operator`` (``TaskDeferred``); the
+        task comes back through ``resume_after_wait`` in the next round. A replayed
+        round that did not apply was run by an earlier try: go on to the next one.
+        """
+        while True:
+            result = attempt(self.key(idempotency_key))
+            if applied(result) or self.over():
+                return result
+            self.round += 1
+            if not result.get("replayed"):
+                operator.log.info(
+                    "%s: waiting in the triggerer (round %d, until %s)",
+                    waiting_for,
+                    self.round,
+                    self.deadline or "it may apply",
+                )
+                longest = self.longest(receipt_retention, idempotency_key is not None, operator.log)
+                self.defer(operator, longest, read_clock)
+
+    def defer(self, operator: Any, wait: float | None, read_clock: bool) -> None:
+        """Defer ``operator`` on its ``wait_trigger(deadline=, rerender_at=)``.
 
         ``read_clock``: a template read the time (``{{ atomic.now }}``), so the
         operator's filter goes stale by the clock alone: the wait then ends every
@@ -108,8 +131,8 @@ class Wait:
             timestamps.shifted(timedelta(seconds=RERENDER_SECONDS)) if read_clock else None
         )
         operator.defer(
-            trigger=make_trigger(deadline=self.deadline, rerender_at=rerender_at),
-            method_name=method_name,
+            trigger=operator.wait_trigger(deadline=self.deadline, rerender_at=rerender_at),
+            method_name="resume_after_wait",
             kwargs={"round": self.round, "deadline": self.deadline},
             timeout=timeout,
         )
