@@ -32,6 +32,8 @@ from airflow_atomic_store.templating import (
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_atomic_store.operators.waiting import Wait
+
 _RETURN_KEY = "return_value"
 #: Errors a retry cannot fix: the task fails at once, without retries.
 _FINAL_ERRORS: dict[type[Exception], str] = {
@@ -94,11 +96,13 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
     #: (see :func:`~airflow_atomic_store.templating.as_text`). Every other template
     #: field (where, mutations, insert_value, return_fields, limit) keeps native values.
     text_fields: ClassVar[frozenset[str]] = frozenset(
-        {"conn_id", "table", "key", "match", "order_by", "direction", "idempotency_key"}
+        {"conn_id", "table", "key", "match", "order_by", "direction", "idempotency_key", "mode"}
     )
     ui_color = "#d6eaf8"
     #: The primitive's name in metrics: ``atomic_store.<primitive>.<measure>``.
     primitive: ClassVar[str]
+    #: A deferrable operator's wait (``operators/waiting.py``), set by its constructor.
+    _wait: Wait
     #: The template field being rendered, while it is (its elements are not checked alone).
     _rendering_field: str | None = None
 
@@ -231,6 +235,22 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
         if self.short_circuit and self.is_empty(result):
             self._skip_downstream(context, result)
         return result
+
+    def resume_after_wait(
+        self,
+        context: Context,
+        event: Mapping[str, Any] | None = None,
+        *,
+        round: int = 1,
+        deadline: str | None = None,
+    ) -> dict[str, Any]:
+        """Back from the triggerer (a deferrable operator's wait, ``operators/waiting.py``):
+        attempt round ``round``, or wait again if another writer won meanwhile."""
+        wait = self._wait
+        wait.resumed(event, round, deadline)
+        if wait.waited_out:
+            self.log.info("waited %ss: trying once more", wait.wait_timeout)
+        return self.execute(context)
 
     def _final(self, exc: Exception) -> AirflowFailException:
         """The failure Airflow does not retry, for an error that retrying cannot fix."""

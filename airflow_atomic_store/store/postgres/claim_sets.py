@@ -311,22 +311,3 @@ def _drop_each(cursor: psycopg.Cursor[Any], storage_table: str, names: list[str]
 
 #: Longest a cleanup's drop of one idle set runs (its waits: ``AUTOMATIC_LOCK_WAIT``).
 AUTOMATIC_DROP_SECONDS = 10.0
-
-
-def rebuild_indexes(
-    cursor: psycopg.Cursor[Any], storage_table: str, where: WhereCompiler, ids: dict[str, int]
-) -> None:
-    """Build every listed set's index again (failed ones stay without), in the caller's transaction.
-
-    The conversion to table ids (``connection.py``) dropped them with the name
-    column; it holds the table's exclusive lock already, so a plain build costs
-    writers nothing more. ``ids`` is unused now that sets are per filter.
-    """
-    for stored in load(cursor, schema.sets_table(storage_table)):
-        if stored.state == "failed":
-            continue  # it had no index; one now would be maintained but never chosen
-        claim_set = stored.claim_set
-        create = create_index(
-            storage_table, stored.name, claim_set, predicate(where, claim_set), concurrently=False
-        )
-        cursor.execute(create.encode())
