@@ -1,0 +1,79 @@
+"""A linearizability checker for the store's histories (a test utility; see docs/guarantees.md).
+
+Record (``recorder``), translate the recorded store calls into model
+operations (``translate``), search (``search.check``) against a sequential
+model (``models``). ``check_recorded`` does all three for a directory of
+history files and returns the verdict with the problems found on the way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support.linearizability.history import UNKNOWN, Call, Operation, read_calls
+from tests.support.linearizability.models import (
+    CAS_REGISTER,
+    COUNTER,
+    LEASE,
+    QUEUE_ROW,
+    UPSERT_ONCE,
+    Model,
+)
+from tests.support.linearizability.recorder import Recorder, RecordingStore
+from tests.support.linearizability.search import Result, check
+from tests.support.linearizability.translate import Translated
+
+__all__ = [
+    "CAS_REGISTER",
+    "COUNTER",
+    "LEASE",
+    "QUEUE_ROW",
+    "UNKNOWN",
+    "UPSERT_ONCE",
+    "Call",
+    "Checked",
+    "Model",
+    "Operation",
+    "Recorder",
+    "RecordingStore",
+    "Result",
+    "check",
+    "check_calls",
+    "check_recorded",
+    "read_calls",
+]
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A history's verdict: the search's result and the problems found before it."""
+
+    result: Result
+    problems: tuple[str, ...]
+    calls: int
+
+    @property
+    def ok(self) -> bool:
+        return self.result.ok and not self.problems
+
+    def describe(self) -> str:
+        lines = [f"{self.calls} recorded calls; " + self.result.describe()]
+        lines += [f"problem: {problem}" for problem in self.problems[:10]]
+        return "\n".join(lines)
+
+
+def check_calls(
+    calls: list[Call], model: Model, translation: Callable[[Iterable[Call]], Translated]
+) -> Checked:
+    translated = translation(calls)
+    result = check(model, translated.operations)
+    return Checked(result, tuple(translated.problems), len(calls))
+
+
+def check_recorded(
+    directory: Path | str, model: Model, translation: Callable[[Iterable[Call]], Translated]
+) -> Checked:
+    """Check every history file (``*.jsonl``) of ``directory`` as one history."""
+    return check_calls(read_calls(sorted(Path(directory).glob("*.jsonl"))), model, translation)
