@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.linearizability import translate
 from tests.support.linearizability.history import UNKNOWN, Call, Operation, read_calls
 from tests.support.linearizability.models import (
     CAS_REGISTER,
@@ -43,6 +44,7 @@ __all__ = [
     "check_calls",
     "check_recorded",
     "read_calls",
+    "translate",
 ]
 
 
