@@ -238,8 +238,14 @@ def test_the_search_agrees_with_brute_force_on_small_random_histories() -> None:
     assert 40 < sum(verdicts) < 360, "both verdicts are exercised"
 
 
-def _concurrent_increments(processes: int, each: int, unknown_every: int) -> list[Operation]:
-    """A linearizable history: each process's increments overlap the others' at random."""
+def _concurrent_increments(
+    processes: int, each: int, unknown_every: int, lost_ones_applied: bool = True
+) -> list[Operation]:
+    """A linearizable history: each process's increments overlap the others' at random.
+
+    Every ``unknown_every``-th increment's reply is lost; it took effect at its
+    point, or (``lost_ones_applied=False``) never.
+    """
     rng = random.Random(7)
     clock = [0] * processes
     points: list[tuple[int, int, int, int]] = []  # (point, process, invoked, returned)
@@ -250,9 +256,11 @@ def _concurrent_increments(processes: int, each: int, unknown_every: int) -> lis
             points.append((rng.randrange(invoked, returned), process, invoked, returned))
             clock[process] = returned + 1
     points.sort()
-    history = []
-    for value, (_, process, invoked, returned) in enumerate(points, start=1):
-        lost = unknown_every and value % unknown_every == 0
+    history, value = [], 0
+    for number, (_, process, invoked, returned) in enumerate(points, start=1):
+        lost = unknown_every and number % unknown_every == 0
+        if not lost or lost_ones_applied:
+            value += 1
         history.append(op(f"p{process}", "add", 1, value, invoked, None if lost else returned))
     return history
 
@@ -269,6 +277,17 @@ def test_a_few_thousand_concurrent_operations_on_one_key_check_in_seconds() -> N
         "x", "add", 1, broken[1999].output, broken[2000].invoked, broken[2000].returned
     )
     assert not check(COUNTER, broken).ok
+
+
+def test_many_lost_increments_that_never_applied_check_in_seconds() -> None:
+    """Each lost increment could apply at any later point: the search must not try every subset."""
+    history = _concurrent_increments(
+        processes=8, each=250, unknown_every=20, lost_ones_applied=False
+    )
+    started = time.monotonic()
+    result = check(COUNTER, history)
+    assert result.ok and result.unknown == 100
+    assert time.monotonic() - started < 20, result.describe()
 
 
 def test_a_search_that_cannot_finish_in_its_budget_says_so_rather_than_guessing() -> None:

@@ -13,6 +13,21 @@ completion was seen is linearized; operations of unknown outcome have no
 completion, so they may be linearized at any point after their invocation or
 not at all.
 
+Operations of unknown outcome would make the search try every subset of them at
+every point; two reductions keep it linear in their number, both exact:
+
+* an unknown operation that would leave the state as it is is not linearized
+  there (leaving it out explains the same, and keeps it for later);
+* unknown operations with the same name and input are interchangeable: one is
+  tried only while every such operation invoked before it is linearized already
+  (any linearization using a later one can use the earlier one in its place).
+
+And at each point the operations whose completion was seen are tried before
+the unknown ones: a lost call that never applied is then never tried where the
+history does not need it, and one that did apply is tried where the known
+operations first fail to fit, the nearest choice point. (Refuting a history
+with many unknown operations can still be exponential: ``budget`` bounds it.)
+
 P-compositionality (Horn & Kroening, 2015): a history is linearizable iff the
 sub-history of each key is, for models whose operations each act on one key;
 each key is searched on its own.
@@ -80,7 +95,7 @@ def _show(op: Operation) -> str:
 
 
 class _Entry:
-    __slots__ = ("index", "is_call", "match", "next", "op", "prev")
+    __slots__ = ("index", "is_call", "match", "next", "op", "prev", "twin")
 
     def __init__(self, index: int, op: Operation, is_call: bool) -> None:
         self.index = index
@@ -89,13 +104,19 @@ class _Entry:
         self.match: _Entry | None = None  # a call's completion entry (None: unknown outcome)
         self.prev: _Entry | None = None
         self.next: _Entry | None = None
+        self.twin = -1  # an unknown call's interchangeable predecessor (index), if any
 
 
 def _entries(operations: list[Operation]) -> _Entry:
     """The doubly linked list of invocations and completions in time order, behind a head."""
     events: list[tuple[int, int, _Entry]] = []
-    for index, op in enumerate(operations):
+    last_of_kind: dict[tuple[str, object], _Entry] = {}
+    for index, op in sorted(enumerate(operations), key=lambda pair: pair[1].invoked):
         call = _Entry(index, op, True)
+        if op.returned is None:
+            previous = last_of_kind.get((op.name, op.input))
+            call.twin = -1 if previous is None else previous.index
+            last_of_kind[(op.name, op.input)] = call
         # At equal times an invocation sorts first: the two may have overlapped.
         events.append((op.invoked, 0, call))
         if op.returned is not None:
@@ -154,13 +175,21 @@ def _search(model: Model, operations: list[Operation], budget: int) -> tuple[boo
     longest: list[int] = []
     steps = 0
     entry = head.next
+    unknown_pass = False  # first the calls whose completion was seen, then the others
     while remaining:
         steps += 1
         if steps > budget:
             raise SearchBudgetExceeded(f"{model.name}: more than {budget} steps")
         assert entry is not None, "a completion always precedes the end of the list"
         if entry.is_call:
+            if (entry.match is None) != unknown_pass or (
+                entry.twin >= 0 and not linearized >> entry.twin & 1
+            ):
+                entry = entry.next  # not this pass's, or its interchangeable predecessor first
+                continue
             accepted, following = model.step(state, entry.op)
+            if entry.match is None and following == state:
+                accepted = False  # an unknown no-op: leaving it out explains the same
             if accepted:
                 chosen = linearized | (1 << entry.index)
                 if (chosen, following) not in seen:
@@ -172,14 +201,18 @@ def _search(model: Model, operations: list[Operation], budget: int) -> tuple[boo
                     _lift(entry)
                     if len(stack) > len(longest):
                         longest = [item.index for item, _ in stack]
-                    entry = head.next
+                    entry, unknown_pass = head.next, False
                     continue
             entry = entry.next
             continue
-        # The completion of an operation not linearized yet: undo the last choice.
-        if not stack:
+        # The completion of an operation not linearized yet: it had to go before.
+        if not unknown_pass:
+            entry, unknown_pass = head.next, True  # an unknown operation may fit first
+            continue
+        if not stack:  # nothing fits: undo the last choice
             return False, longest, steps
         entry, state = stack.pop()
+        unknown_pass = entry.match is None
         linearized &= ~(1 << entry.index)
         if entry.match is not None:
             remaining += 1
