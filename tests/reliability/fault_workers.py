@@ -1,0 +1,161 @@
+"""A recorded stream of keyed primitives for the fault scenarios (importable by ``spawn`` children).
+
+Each worker runs the patterns DAG authors use, every call recorded
+(tests/support/linearizability) so that the parent can check the whole history:
+
+* a keyed increment of a shared counter,
+* a keyed claim of up to two queue rows, each completed by a keyed update
+  guarded on ``claimedBy``,
+* a keyed seed-if-missing of a row every worker seeds,
+* a lease step: acquire (seed, or take over when expired), renew or release.
+
+A call that fails with ``StoreUnavailableError`` is retried with the same
+idempotency key, as Airflow retries a task: the key makes the retry apply at
+most once and replay the first attempt's result. Lease steps carry no key and
+are not retried: their outcome stays unknown, as a crashed task's would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from functools import partial
+from typing import Any, TypeVar
+
+from airflow_atomic_store import AtomicStore, StoreUnavailableError, timestamps
+from tests.reliability.workers import PENDING, owned_by
+
+T = TypeVar("T")
+INCREMENT = [{"field": "n", "operation": "increment", "value": 1}]
+ATTEMPTS = 50
+LEASE_SECONDS = 0.03
+
+
+@contextmanager
+def recorded_store(url: str, pooled: bool, history: str, me: str) -> Iterator[Any]:
+    """A store on ``url`` (through PgBouncer when ``pooled``: no prepared statements)."""
+    from tests.support.linearizability import Recorder, RecordingStore
+
+    if pooled:
+        import psycopg
+
+        store = AtomicStore.from_connection_factory(
+            "postgresql", lambda: psycopg.connect(url, prepare_threshold=None, connect_timeout=5)
+        )
+    else:
+        store = AtomicStore(url)
+    with store, Recorder(history, me) as recorder:
+        store.get("counters", "__warm-up__")
+        yield RecordingStore(store, recorder)
+
+
+class _Retrying:
+    """Retry a call on ``StoreUnavailableError`` (the same idempotency key each time)."""
+
+    def __init__(self) -> None:
+        self.unavailable = 0
+        self.replayed = 0  # retries that found the first attempt applied
+
+    def __call__(self, call: Callable[[], T]) -> T:
+        for _ in range(ATTEMPTS - 1):
+            try:
+                result = call()
+            except StoreUnavailableError:
+                self.unavailable += 1
+                time.sleep(0.02)
+                continue
+            self.replayed += bool(isinstance(result, dict) and result.get("replayed"))
+            return result
+        return call()
+
+
+def keyed_stream(
+    barrier: Any, url: str, pooled: bool, history: str, me: str, iterations: int
+) -> dict[str, int]:
+    """``iterations`` rounds of increment, claim and complete, seed, lease step; recorded."""
+    retried = _Retrying()
+    lease_errors = 0
+    holding = False
+    with recorded_store(url, pooled, history, me) as store:
+        barrier.wait(timeout=60)
+        for i in range(iterations):
+            retried(
+                partial(
+                    store.atomic_update,
+                    "counters",
+                    "total",
+                    mutations=INCREMENT,
+                    idempotency_key=f"{me}-inc-{i}",
+                )
+            )
+            claimed = retried(
+                partial(
+                    store.atomic_claim,
+                    "queue",
+                    where=PENDING,
+                    limit=2,
+                    execution_id=me,
+                    idempotency_key=f"{me}-claim-{i}",
+                )
+            )
+            for row in claimed["claimed"]:
+                retried(partial(_complete, store, row["key"], me))
+            retried(
+                partial(
+                    store.atomic_upsert,
+                    "seeds",
+                    f"s-{i}",
+                    insert_value={"by": me},
+                    idempotency_key=f"{me}-seed-{i}",
+                )
+            )
+            try:
+                holding = lease_step(store, me, holding, release=i % 3 == 2)
+            except StoreUnavailableError:
+                lease_errors += 1
+                holding = False  # unknown: it may hold the lease; the next renew tells
+    return {"unavailable": retried.unavailable + lease_errors, "replayed": retried.replayed}
+
+
+def _complete(store: Any, key: str, me: str) -> Any:
+    return store.atomic_update(
+        "queue",
+        key,
+        where=owned_by(me),
+        mutations=[
+            {"field": "status", "operation": "set", "value": "done"},
+            {"field": "completedBy", "operation": "set", "value": me},
+        ],
+        idempotency_key=f"{me}-done-{key}",
+    )
+
+
+def lease_step(store: Any, me: str, holding: bool, release: bool) -> bool:
+    """One step of the leader-lease recipe; returns whether ``me`` holds the lease after it."""
+    now = timestamps.now()
+    until = timestamps.shifted(timedelta(seconds=LEASE_SECONDS))
+    mine = [{"field": "holder", "operator": "equals", "value": me}]
+    if holding:
+        expiry = now if release else until
+        renewed = store.atomic_update(
+            "leases",
+            "lease",
+            where=mine,
+            mutations=[{"field": "expiresAt", "operation": "set", "value": expiry}],
+        )
+        return bool(renewed["updated"]) and not release
+    seeded = store.atomic_upsert("leases", "lease", insert_value={"holder": me, "expiresAt": until})
+    if seeded["inserted"]:
+        return True
+    taken = store.atomic_update(
+        "leases",
+        "lease",
+        where=[{"field": "expiresAt", "operator": "lte", "value": now}],
+        mutations=[
+            {"field": "holder", "operation": "set", "value": me},
+            {"field": "expiresAt", "operation": "set", "value": until},
+        ],
+    )
+    return bool(taken["updated"])

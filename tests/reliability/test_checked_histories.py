@@ -1,0 +1,193 @@
+"""Histories recorded under killed sessions, directly and through PgBouncer, checked for
+linearizability.
+
+Four processes run keyed increments, keyed claims completed by keyed guarded
+updates, keyed seeds and lease steps (tests/reliability/fault_workers.py) while
+the test terminates their server sessions (``pg_terminate_backend``) every
+0.1 to 0.25 s: a call in flight fails with ``StoreUnavailableError`` and
+is retried with its idempotency key. Every call of every process is recorded and
+the history checked against each model (tests/support/linearizability): the
+counter, the per-row queue (no row held by two claimers; each keyed retry
+replayed its batch), the upsert-once register and the lease. Calls whose reply
+was lost are checked as of unknown outcome.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from airflow_atomic_store import AtomicStore
+from devkit.pgbouncer import PgBouncer
+from devkit.postgres_server import PostgresServer
+from devkit.processes import run_in_processes
+from tests.reliability import fault_workers
+from tests.reliability.support import scaled
+from tests.support.linearizability import (
+    COUNTER,
+    LEASE,
+    QUEUE_ROW,
+    UPSERT_ONCE,
+    Checked,
+    Recorder,
+    RecordingStore,
+    check_recorded,
+    translate,
+)
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.parametrize("backend", ["postgres"], indirect=True),
+]
+
+WORKERS = 4
+QUEUE_ROWS = 100
+MODELS = {
+    "counters": (COUNTER, partial(translate.counter, table="counters")),
+    "queue": (QUEUE_ROW, partial(translate.queue, table="queue")),
+    "seeds": (UPSERT_ONCE, partial(translate.upsert_once, table="seeds")),
+    "leases": (LEASE, partial(translate.lease, table="leases")),
+}
+
+
+class Terminator(threading.Thread):
+    """Terminate every server session of ``role`` at random intervals until stopped."""
+
+    def __init__(self, admin_url: str, role: str, started: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self.admin_url, self.role, self.started = admin_url, role, started
+        self.stop = threading.Event()
+        self.terminated = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        rng = random.Random(35)
+        try:
+            self.started.wait(timeout=120)
+            with psycopg.connect(self.admin_url, autocommit=True) as admin:
+                while not self.stop.wait(rng.uniform(0.1, 0.25)):
+                    row = admin.execute(
+                        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) "
+                        "FROM pg_stat_activity WHERE usename = %s",
+                        (self.role,),
+                    ).fetchone()
+                    self.terminated += int(row[0]) if row else 0
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+
+@pytest.fixture
+def role(store_url: str) -> str:
+    name = urllib.parse.urlsplit(store_url).username
+    assert name
+    return name
+
+
+@pytest.fixture
+def pooled_url(role: str, postgres_server: PostgresServer) -> Iterator[str]:
+    with PgBouncer(postgres_server, pool_size=2, user=role) as bouncer:
+        yield bouncer.url_for(postgres_server.dbname)
+
+
+def wait_until_running(store: AtomicStore, started: threading.Event) -> None:
+    """Set ``started`` once a worker has incremented: every worker is past its warm-up."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        total = store.get("counters", "total")
+        if total and total["n"] > 0:
+            break
+        time.sleep(0.01)
+    started.set()
+
+
+def run_scenario(
+    store_url: str, url: str, pooled: bool, admin_url: str, role: str, history: Path
+) -> dict[str, Checked]:
+    """Set up, run the workers (on ``url``) under the terminator, read the end state, check.
+
+    Set-up and end state go to the server directly (``store_url``), each on a fresh store.
+    """
+    with AtomicStore(store_url) as store:
+        return _run(store, store_url, url, pooled, admin_url, role, history)
+
+
+def _run(
+    store: AtomicStore,
+    store_url: str,
+    url: str,
+    pooled: bool,
+    admin_url: str,
+    role: str,
+    history: Path,
+) -> dict[str, Checked]:
+    with Recorder(history, "parent") as recorder:
+        parent = RecordingStore(store, recorder)
+        parent.put("counters", "total", {"n": 0})
+        for i in range(QUEUE_ROWS):
+            parent.put("queue", f"q-{i:04d}", {"status": "pending"})
+    started = threading.Event()
+    terminator = Terminator(admin_url, role, started)
+    terminator.start()
+    watcher = threading.Thread(target=wait_until_running, args=(store, started), daemon=True)
+    watcher.start()
+    try:
+        results = run_in_processes(
+            fault_workers.keyed_stream,
+            [(url, pooled, str(history), f"w{n}", scaled(15, 200)) for n in range(WORKERS)],
+            timeout=300,
+        )
+    finally:
+        started.set()
+        terminator.stop.set()
+        terminator.join(timeout=30)
+        watcher.join(timeout=30)
+    assert terminator.error is None, terminator.error
+    with AtomicStore(store_url) as fresh, Recorder(history, "final") as recorder:
+        final = RecordingStore(fresh, recorder)
+        final.get("counters", "total")
+        final.query("queue", limit=10_000)
+    unavailable = sum(result["unavailable"] for result in results)
+    replayed = sum(result["replayed"] for result in results)
+    print(
+        f"{terminator.terminated} sessions terminated, {unavailable} calls failed, "
+        f"{replayed} keyed retries replayed a first attempt that had applied"
+    )
+    assert terminator.terminated > 0 and unavailable > 0, "no fault reached a call"
+    verdicts = {}
+    for table, (model, translation) in MODELS.items():
+        verdicts[table] = checked = check_recorded(history, model, translation)
+        print(f"{table}: {checked.describe()}")
+    return verdicts
+
+
+def assert_all_linearizable(verdicts: dict[str, Checked]) -> None:
+    failed = {table: checked.describe() for table, checked in verdicts.items() if not checked.ok}
+    assert not failed, "\n".join(failed.values())
+
+
+def test_keyed_primitives_stay_linearizable_while_their_sessions_are_terminated(
+    store_url: str, role: str, postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    admin = postgres_server.url_for(postgres_server.dbname)
+    verdicts = run_scenario(store_url, store_url, False, admin, role, tmp_path / "history")
+    assert_all_linearizable(verdicts)
+
+
+def test_keyed_primitives_stay_linearizable_through_pgbouncer_while_server_sessions_die(
+    store_url: str,
+    pooled_url: str,
+    role: str,
+    postgres_server: PostgresServer,
+    tmp_path: Path,
+) -> None:
+    admin = postgres_server.url_for(postgres_server.dbname)
+    verdicts = run_scenario(store_url, pooled_url, True, admin, role, tmp_path / "history")
+    assert_all_linearizable(verdicts)
