@@ -75,47 +75,75 @@ def keyed_stream(
     barrier: Any, url: str, pooled: bool, history: str, me: str, iterations: int
 ) -> dict[str, int]:
     """``iterations`` rounds of increment, claim and complete, seed, lease step; recorded."""
+    with recorded_store(url, pooled, history, me) as store:
+        barrier.wait(timeout=60)
+        return _rounds(store, me, range(iterations), None)
+
+
+def keyed_stream_from(
+    url: str,
+    history: str,
+    me: str,
+    process: str,
+    first: int,
+    iterations: int,
+    progress: Any,
+    busy: Any,
+) -> None:
+    """The same rounds from ``first`` on, noting each round's number in ``progress``.
+
+    ``busy`` is set once the store is open: from then on a kill lands among calls.
+    Killed mid-round and started again from the round it noted, a worker repeats
+    that round's calls with the same idempotency keys, as a retried task does.
+    """
+    with recorded_store(url, False, history, process) as store:
+        busy.value = 1
+        _rounds(store, me, range(first, iterations), progress)
+
+
+def _rounds(store: Any, me: str, rounds: range, progress: Any) -> dict[str, int]:
+    """Run ``rounds``; count the calls that failed and the keyed retries that replayed."""
     retried = _Retrying()
     lease_errors = 0
     holding = False
-    with recorded_store(url, pooled, history, me) as store:
-        barrier.wait(timeout=60)
-        for i in range(iterations):
-            retried(
-                partial(
-                    store.atomic_update,
-                    "counters",
-                    "total",
-                    mutations=INCREMENT,
-                    idempotency_key=f"{me}-inc-{i}",
-                )
+    for i in rounds:
+        if progress is not None:
+            progress.value = i
+        retried(
+            partial(
+                store.atomic_update,
+                "counters",
+                "total",
+                mutations=INCREMENT,
+                idempotency_key=f"{me}-inc-{i}",
             )
-            claimed = retried(
-                partial(
-                    store.atomic_claim,
-                    "queue",
-                    where=PENDING,
-                    limit=2,
-                    execution_id=me,
-                    idempotency_key=f"{me}-claim-{i}",
-                )
+        )
+        claimed = retried(
+            partial(
+                store.atomic_claim,
+                "queue",
+                where=PENDING,
+                limit=2,
+                execution_id=me,
+                idempotency_key=f"{me}-claim-{i}",
             )
-            for row in claimed["claimed"]:
-                retried(partial(_complete, store, row["key"], me))
-            retried(
-                partial(
-                    store.atomic_upsert,
-                    "seeds",
-                    f"s-{i}",
-                    insert_value={"by": me},
-                    idempotency_key=f"{me}-seed-{i}",
-                )
+        )
+        for row in claimed["claimed"]:
+            retried(partial(_complete, store, row["key"], me))
+        retried(
+            partial(
+                store.atomic_upsert,
+                "seeds",
+                f"s-{i}",
+                insert_value={"by": me},
+                idempotency_key=f"{me}-seed-{i}",
             )
-            try:
-                holding = lease_step(store, me, holding, release=i % 3 == 2)
-            except StoreUnavailableError:
-                lease_errors += 1
-                holding = False  # unknown: it may hold the lease; the next renew tells
+        )
+        try:
+            holding = lease_step(store, me, holding, release=i % 3 == 2)
+        except StoreUnavailableError:
+            lease_errors += 1
+            holding = False  # unknown: it may hold the lease; the next renew tells
     return {"unavailable": retried.unavailable + lease_errors, "replayed": retried.replayed}
 
 

@@ -1,5 +1,4 @@
-"""Histories recorded under killed sessions, directly and through PgBouncer, checked for
-linearizability.
+"""Histories recorded under killed sessions and killed workers, checked for linearizability.
 
 Four processes run keyed increments, keyed claims completed by keyed guarded
 updates, keyed seeds and lease steps (tests/reliability/fault_workers.py) while
@@ -10,17 +9,26 @@ the history checked against each model (tests/support/linearizability): the
 counter, the per-row queue (no row held by two claimers; each keyed retry
 replayed its batch), the upsert-once register and the lease. Calls whose reply
 was lost are checked as of unknown outcome.
+
+On both backends, the same workers are also SIGKILLed at random moments and
+started again from the round they were in, repeating its calls with the same
+idempotency keys, as Airflow retries a killed task.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import random
+import signal
 import threading
 import time
 import urllib.parse
+from collections import Counter
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -43,10 +51,9 @@ from tests.support.linearizability import (
     translate,
 )
 
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.parametrize("backend", ["postgres"], indirect=True),
-]
+postgres_only = pytest.mark.parametrize(
+    "backend", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
 
 WORKERS = 4
 QUEUE_ROWS = 100
@@ -128,11 +135,7 @@ def _run(
     role: str,
     history: Path,
 ) -> dict[str, Checked]:
-    with Recorder(history, "parent") as recorder:
-        parent = RecordingStore(store, recorder)
-        parent.put("counters", "total", {"n": 0})
-        for i in range(QUEUE_ROWS):
-            parent.put("queue", f"q-{i:04d}", {"status": "pending"})
+    set_up(store, history)
     started = threading.Event()
     terminator = Terminator(admin_url, role, started)
     terminator.start()
@@ -150,10 +153,7 @@ def _run(
         terminator.join(timeout=30)
         watcher.join(timeout=30)
     assert terminator.error is None, terminator.error
-    with AtomicStore(store_url) as fresh, Recorder(history, "final") as recorder:
-        final = RecordingStore(fresh, recorder)
-        final.get("counters", "total")
-        final.query("queue", limit=10_000)
+    read_the_end_state(store_url, history)
     unavailable = sum(result["unavailable"] for result in results)
     replayed = sum(result["replayed"] for result in results)
     print(
@@ -161,6 +161,25 @@ def _run(
         f"{replayed} keyed retries replayed a first attempt that had applied"
     )
     assert terminator.terminated > 0 and unavailable > 0, "no fault reached a call"
+    return check_each_model(history)
+
+
+def set_up(store: AtomicStore, history: Path) -> None:
+    with Recorder(history, "parent") as recorder:
+        parent = RecordingStore(store, recorder)
+        parent.put("counters", "total", {"n": 0})
+        for i in range(QUEUE_ROWS):
+            parent.put("queue", f"q-{i:04d}", {"status": "pending"})
+
+
+def read_the_end_state(store_url: str, history: Path) -> None:
+    with AtomicStore(store_url) as fresh, Recorder(history, "final") as recorder:
+        final = RecordingStore(fresh, recorder)
+        final.get("counters", "total")
+        final.query("queue", limit=10_000)
+
+
+def check_each_model(history: Path) -> dict[str, Checked]:
     verdicts = {}
     for table, (model, translation) in MODELS.items():
         verdicts[table] = checked = check_recorded(history, model, translation)
@@ -173,6 +192,7 @@ def assert_all_linearizable(verdicts: dict[str, Checked]) -> None:
     assert not failed, "\n".join(failed.values())
 
 
+@postgres_only
 def test_keyed_primitives_stay_linearizable_while_their_sessions_are_terminated(
     store_url: str, role: str, postgres_server: PostgresServer, tmp_path: Path
 ) -> None:
@@ -181,6 +201,7 @@ def test_keyed_primitives_stay_linearizable_while_their_sessions_are_terminated(
     assert_all_linearizable(verdicts)
 
 
+@postgres_only
 def test_keyed_primitives_stay_linearizable_through_pgbouncer_while_server_sessions_die(
     store_url: str,
     pooled_url: str,
@@ -191,3 +212,49 @@ def test_keyed_primitives_stay_linearizable_through_pgbouncer_while_server_sessi
     admin = postgres_server.url_for(postgres_server.dbname)
     verdicts = run_scenario(store_url, pooled_url, True, admin, role, tmp_path / "history")
     assert_all_linearizable(verdicts)
+
+
+KILLS = 4
+
+
+def test_keyed_primitives_stay_linearizable_when_workers_are_killed_and_retried(
+    store: AtomicStore, store_url: str, tmp_path: Path
+) -> None:
+    history = tmp_path / "history"
+    set_up(store, history)
+    context = multiprocessing.get_context("spawn")
+    rounds = scaled(20, 100)
+    progress = {f"w{n}": context.Value("i", 0) for n in range(WORKERS)}
+    busy = {me: context.Value("i", 0) for me in progress}
+    incarnations: Counter[str] = Counter()
+
+    def start(me: str) -> Any:
+        incarnations[me] += 1
+        busy[me].value = 0
+        process = context.Process(
+            target=fault_workers.keyed_stream_from,
+            args=(store_url, str(history), me, f"{me}.{incarnations[me]}", progress[me].value),
+            kwargs={"iterations": rounds, "progress": progress[me], "busy": busy[me]},
+            daemon=True,
+        )
+        process.start()
+        return process
+
+    running = {me: start(me) for me in progress}
+    rng, killed = random.Random(35), []
+    deadline = time.monotonic() + 240
+    while any(process.is_alive() for process in running.values()):
+        assert time.monotonic() < deadline, "the workers did not finish"
+        time.sleep(rng.uniform(0.1, 0.4))
+        alive = [me for me, process in running.items() if process.is_alive() and busy[me].value]
+        if alive and len(killed) < KILLS:
+            me = rng.choice(alive)
+            os.kill(running[me].pid, signal.SIGKILL)
+            running[me].join(timeout=30)
+            killed.append((me, progress[me].value))
+            running[me] = start(me)
+    assert [process.exitcode for process in running.values()] == [0] * WORKERS
+    assert len(killed) >= 2, f"the workers finished before a second kill: {killed}"
+    read_the_end_state(store_url, history)
+    print(f"killed (worker, round): {killed}")
+    assert_all_linearizable(check_each_model(history))

@@ -98,7 +98,12 @@ def read_calls(paths: Iterable[Path | str]) -> list[Call]:
     """
     calls: dict[tuple[str, int], Call] = {}
     for path in paths:
-        for line in Path(path).read_text().splitlines():
+        text = Path(path).read_text()
+        if not text.endswith("\n"):
+            # A process killed mid-write leaves a torn last line: an invocation not
+            # yet started, or a completion that then stays unknown.
+            text = text[: text.rfind("\n") + 1]
+        for line in text.splitlines():
             if not line.strip():
                 continue
             event = json.loads(line)
