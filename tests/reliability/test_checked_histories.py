@@ -214,7 +214,7 @@ def test_keyed_primitives_stay_linearizable_through_pgbouncer_while_server_sessi
     assert_all_linearizable(verdicts)
 
 
-KILLS = 4
+KILLS = 3
 
 
 def test_keyed_primitives_stay_linearizable_when_workers_are_killed_and_retried(
@@ -223,7 +223,7 @@ def test_keyed_primitives_stay_linearizable_when_workers_are_killed_and_retried(
     history = tmp_path / "history"
     set_up(store, history)
     context = multiprocessing.get_context("spawn")
-    rounds = scaled(20, 100)
+    rounds = scaled(12, 100)
     progress = {f"w{n}": context.Value("i", 0) for n in range(WORKERS)}
     busy = {me: context.Value("i", 0) for me in progress}
     incarnations: Counter[str] = Counter()

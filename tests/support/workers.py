@@ -131,67 +131,80 @@ def _claim_reading_then_writing(
     return [row["key"] for row in claimed]
 
 
-def recorded_mix(
-    barrier: Any, url: str, history: str, me: str, injected_bug: bool, times: int
-) -> None:
-    """Increments, compare-and-sets, then claims until no pending job is left; all recorded."""
+#: The prefix of the tables the injected bugs work on (the store's own calls use none).
+BUG = "bug_"
+
+
+def recorded_mix(barrier: Any, url: str, history: str, me: str, times: int) -> None:
+    """Increments, compare-and-sets, then claims until no pending job is left; all recorded.
+
+    Each step is done twice, side by side: with the store's primitive on
+    ``counters``, ``registers``, ``jobs``, and with the injected bug on the same
+    tables prefixed ``bug_``.
+    """
     from tests.support.linearizability import Recorder, RecordingStore
 
     with _open(url, "jobs") as raw, Recorder(history, me) as recorder:
         store: Any = RecordingStore(raw, recorder)
         barrier.wait(timeout=60)
         for _ in range(times):
-            _increment(store, raw, recorder, injected_bug)
+            for prefix in ("", BUG):
+                _increment(store, raw, recorder, prefix)
         for _ in range(times):
-            _compare_and_set(store, raw, recorder, injected_bug)
-        _claim_and_complete(store, raw, recorder, me, injected_bug)
+            for prefix in ("", BUG):
+                _compare_and_set(store, raw, recorder, prefix)
+        left = ["", BUG]
+        while left:
+            left = [
+                prefix for prefix in left if _claim_and_complete(store, raw, recorder, me, prefix)
+            ]
 
 
-def _claim_and_complete(store: Any, raw: AtomicStore, recorder: Any, me: str, bug: bool) -> None:
-    """Claim 3 jobs at a time and complete each (guarded on ``claimedBy``) until none is left."""
-    while True:
-        if bug:
-            keys = _claim_reading_then_writing(raw, recorder, "jobs", me, 3)
-        else:
-            result = store.atomic_claim("jobs", where=PENDING, limit=3, execution_id=me)
-            keys = [row["key"] for row in result["claimed"]]
-        for key in keys:
-            store.atomic_update("jobs", key, where=_owned_by(me), mutations=_done_by(me))
-        if not keys:
-            if not raw.query("jobs", where=PENDING, limit=1):
-                return
-            time.sleep(0.001)
+def _claim_and_complete(store: Any, raw: AtomicStore, recorder: Any, me: str, prefix: str) -> bool:
+    """Claim up to 3 jobs and complete each (guarded on ``claimedBy``); False once none is left."""
+    table = f"{prefix}jobs"
+    if prefix == BUG:
+        keys = _claim_reading_then_writing(raw, recorder, table, me, 3)
+    else:
+        result = store.atomic_claim(table, where=PENDING, limit=3, execution_id=me)
+        keys = [row["key"] for row in result["claimed"]]
+    for key in keys:
+        store.atomic_update(table, key, where=_owned_by(me), mutations=_done_by(me))
+    if keys:
+        return True
+    time.sleep(0.001)
+    return bool(raw.query(table, where=PENDING, limit=1))
 
 
-def _increment(store: Any, raw: AtomicStore, recorder: Any, bug: bool) -> None:
-    """Increment ``counters/n``; the bug gets, adds in Python and puts."""
-    increment = [{"field": "n", "operation": "increment", "value": 1}]
-    if not bug:
-        store.atomic_update("counters", "n", mutations=increment)
+def _increment(store: Any, raw: AtomicStore, recorder: Any, prefix: str) -> None:
+    """Increment ``n`` of row ``n``; the bug gets, adds in Python and puts."""
+    table, increment = f"{prefix}counters", [{"field": "n", "operation": "increment", "value": 1}]
+    if prefix != BUG:
+        store.atomic_update(table, "n", mutations=increment)
         return
-    with recorder.call("atomic_update", table="counters", key="n", mutations=increment) as call:
-        value = raw.get("counters", "n")
+    with recorder.call("atomic_update", table=table, key="n", mutations=increment) as call:
+        value = raw.get(table, "n")
         assert value is not None
         time.sleep(RACE_WINDOW)
-        raw.put("counters", "n", {"n": value["n"] + 1})
+        raw.put(table, "n", {"n": value["n"] + 1})
         call.returned({"updated": True, "value": {"n": value["n"] + 1}, "key": "n"})
 
 
-def _compare_and_set(store: Any, raw: AtomicStore, recorder: Any, bug: bool) -> None:
-    """Read ``registers/v``, then set ``v + 1`` only if it is still ``v``; the bug checks in
-    Python between a get and a put."""
-    seen = store.get("registers", "v")["v"]
+def _compare_and_set(store: Any, raw: AtomicStore, recorder: Any, prefix: str) -> None:
+    """Read ``v``, then set ``v + 1`` only if it is still ``v``; the bug checks in Python
+    between a get and a put."""
+    table = f"{prefix}registers"
+    seen = store.get(table, "v")["v"]
     guard = [{"field": "v", "operator": "equals", "value": seen}]
     bump = [{"field": "v", "operation": "set", "value": seen + 1}]
-    if not bug:
-        store.atomic_update("registers", "v", where=guard, mutations=bump)
+    if prefix != BUG:
+        store.atomic_update(table, "v", where=guard, mutations=bump)
         return
-    arguments = {"table": "registers", "key": "v", "where": guard, "mutations": bump}
-    with recorder.call("atomic_update", **arguments) as call:
-        current = raw.get("registers", "v")
+    with recorder.call("atomic_update", table=table, key="v", where=guard, mutations=bump) as call:
+        current = raw.get(table, "v")
         time.sleep(RACE_WINDOW)
         if current is not None and current["v"] == seen:
-            raw.put("registers", "v", {"v": seen + 1})
+            raw.put(table, "v", {"v": seen + 1})
             call.returned({"updated": True, "value": {"v": seen + 1}, "key": "v"})
         else:
             call.returned({"updated": False, "value": None, "key": "v"})
