@@ -13,6 +13,10 @@ A call that fails with ``StoreUnavailableError`` is retried with the same
 idempotency key, as Airflow retries a task: the key makes the retry apply at
 most once and replay the first attempt's result. Lease steps carry no key and
 are not retried: their outcome stays unknown, as a crashed task's would.
+
+The scenario's set-up, end-state reads and checks are here too (``set_up``,
+``read_the_end_state``, ``check_each_model``), for any fault test to reuse:
+tests/reliability/test_checked_histories.py shows the order.
 """
 
 from __future__ import annotations
@@ -22,22 +26,72 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 from airflow_atomic_store import AtomicStore, StoreUnavailableError, timestamps
 from tests.reliability.workers import PENDING, owned_by
+from tests.support.linearizability import (
+    COUNTER,
+    LEASE,
+    QUEUE_ROW,
+    UPSERT_ONCE,
+    Checked,
+    Recorder,
+    RecordingStore,
+    check_recorded,
+    translate,
+)
 
 T = TypeVar("T")
 INCREMENT = [{"field": "n", "operation": "increment", "value": 1}]
 ATTEMPTS = 50
 LEASE_SECONDS = 0.03
+QUEUE_ROWS = 100
+
+#: What the history of each logical table is checked against.
+MODELS = {
+    "counters": (COUNTER, partial(translate.counter, table="counters")),
+    "queue": (QUEUE_ROW, partial(translate.queue, table="queue")),
+    "seeds": (UPSERT_ONCE, partial(translate.upsert_once, table="seeds")),
+    "leases": (LEASE, partial(translate.lease, table="leases")),
+}
+
+
+def set_up(store: AtomicStore, history: Path) -> None:
+    """The counter and the pending queue rows, written (and recorded) before the workers start."""
+    with Recorder(history, "parent") as recorder:
+        parent = RecordingStore(store, recorder)
+        parent.put("counters", "total", {"n": 0})
+        for i in range(QUEUE_ROWS):
+            parent.put("queue", f"q-{i:04d}", {"status": "pending"})
+
+
+def read_the_end_state(store_url: str, history: Path) -> None:
+    """Read the counter and every queue row on a fresh store, recorded: the history's last word."""
+    with AtomicStore(store_url) as fresh, Recorder(history, "final") as recorder:
+        final = RecordingStore(fresh, recorder)
+        final.get("counters", "total")
+        final.query("queue", limit=10_000)
+
+
+def check_each_model(history: Path) -> dict[str, Checked]:
+    """Check the recorded history of each table against its model; print each verdict."""
+    verdicts = {}
+    for table, (model, translation) in MODELS.items():
+        verdicts[table] = checked = check_recorded(history, model, translation)
+        print(f"{table}: {checked.describe()}")
+    return verdicts
+
+
+def assert_all_linearizable(verdicts: dict[str, Checked]) -> None:
+    failed = {table: checked.describe() for table, checked in verdicts.items() if not checked.ok}
+    assert not failed, "\n".join(failed.values())
 
 
 @contextmanager
 def recorded_store(url: str, pooled: bool, history: str, me: str) -> Iterator[Any]:
     """A store on ``url`` (through PgBouncer when ``pooled``: no prepared statements)."""
-    from tests.support.linearizability import Recorder, RecordingStore
-
     if pooled:
         import psycopg
 

@@ -26,7 +26,6 @@ import time
 import urllib.parse
 from collections import Counter
 from collections.abc import Iterator
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,30 +38,13 @@ from devkit.postgres_server import PostgresServer
 from devkit.processes import run_in_processes
 from tests.reliability import fault_workers
 from tests.reliability.support import scaled
-from tests.support.linearizability import (
-    COUNTER,
-    LEASE,
-    QUEUE_ROW,
-    UPSERT_ONCE,
-    Checked,
-    Recorder,
-    RecordingStore,
-    check_recorded,
-    translate,
-)
+from tests.support.linearizability import Checked
 
 postgres_only = pytest.mark.parametrize(
     "backend", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
 )
 
 WORKERS = 4
-QUEUE_ROWS = 100
-MODELS = {
-    "counters": (COUNTER, partial(translate.counter, table="counters")),
-    "queue": (QUEUE_ROW, partial(translate.queue, table="queue")),
-    "seeds": (UPSERT_ONCE, partial(translate.upsert_once, table="seeds")),
-    "leases": (LEASE, partial(translate.lease, table="leases")),
-}
 
 
 class Terminator(threading.Thread):
@@ -135,7 +117,7 @@ def _run(
     role: str,
     history: Path,
 ) -> dict[str, Checked]:
-    set_up(store, history)
+    fault_workers.set_up(store, history)
     started = threading.Event()
     terminator = Terminator(admin_url, role, started)
     terminator.start()
@@ -153,7 +135,7 @@ def _run(
         terminator.join(timeout=30)
         watcher.join(timeout=30)
     assert terminator.error is None, terminator.error
-    read_the_end_state(store_url, history)
+    fault_workers.read_the_end_state(store_url, history)
     unavailable = sum(result["unavailable"] for result in results)
     replayed = sum(result["replayed"] for result in results)
     print(
@@ -161,35 +143,7 @@ def _run(
         f"{replayed} keyed retries replayed a first attempt that had applied"
     )
     assert terminator.terminated > 0 and unavailable > 0, "no fault reached a call"
-    return check_each_model(history)
-
-
-def set_up(store: AtomicStore, history: Path) -> None:
-    with Recorder(history, "parent") as recorder:
-        parent = RecordingStore(store, recorder)
-        parent.put("counters", "total", {"n": 0})
-        for i in range(QUEUE_ROWS):
-            parent.put("queue", f"q-{i:04d}", {"status": "pending"})
-
-
-def read_the_end_state(store_url: str, history: Path) -> None:
-    with AtomicStore(store_url) as fresh, Recorder(history, "final") as recorder:
-        final = RecordingStore(fresh, recorder)
-        final.get("counters", "total")
-        final.query("queue", limit=10_000)
-
-
-def check_each_model(history: Path) -> dict[str, Checked]:
-    verdicts = {}
-    for table, (model, translation) in MODELS.items():
-        verdicts[table] = checked = check_recorded(history, model, translation)
-        print(f"{table}: {checked.describe()}")
-    return verdicts
-
-
-def assert_all_linearizable(verdicts: dict[str, Checked]) -> None:
-    failed = {table: checked.describe() for table, checked in verdicts.items() if not checked.ok}
-    assert not failed, "\n".join(failed.values())
+    return fault_workers.check_each_model(history)
 
 
 @postgres_only
@@ -198,7 +152,7 @@ def test_keyed_primitives_stay_linearizable_while_their_sessions_are_terminated(
 ) -> None:
     admin = postgres_server.url_for(postgres_server.dbname)
     verdicts = run_scenario(store_url, store_url, False, admin, role, tmp_path / "history")
-    assert_all_linearizable(verdicts)
+    fault_workers.assert_all_linearizable(verdicts)
 
 
 @postgres_only
@@ -211,7 +165,7 @@ def test_keyed_primitives_stay_linearizable_through_pgbouncer_while_server_sessi
 ) -> None:
     admin = postgres_server.url_for(postgres_server.dbname)
     verdicts = run_scenario(store_url, pooled_url, True, admin, role, tmp_path / "history")
-    assert_all_linearizable(verdicts)
+    fault_workers.assert_all_linearizable(verdicts)
 
 
 KILLS = 3
@@ -221,7 +175,7 @@ def test_keyed_primitives_stay_linearizable_when_workers_are_killed_and_retried(
     store: AtomicStore, store_url: str, tmp_path: Path
 ) -> None:
     history = tmp_path / "history"
-    set_up(store, history)
+    fault_workers.set_up(store, history)
     context = multiprocessing.get_context("spawn")
     rounds = scaled(12, 100)
     progress = {f"w{n}": context.Value("i", 0) for n in range(WORKERS)}
@@ -255,6 +209,6 @@ def test_keyed_primitives_stay_linearizable_when_workers_are_killed_and_retried(
             running[me] = start(me)
     assert [process.exitcode for process in running.values()] == [0] * WORKERS
     assert len(killed) >= 2, f"the workers finished before a second kill: {killed}"
-    read_the_end_state(store_url, history)
+    fault_workers.read_the_end_state(store_url, history)
     print(f"killed (worker, round): {killed}")
-    assert_all_linearizable(check_each_model(history))
+    fault_workers.assert_all_linearizable(fault_workers.check_each_model(history))
