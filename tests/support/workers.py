@@ -140,7 +140,8 @@ def recorded_mix(barrier: Any, url: str, history: str, me: str, times: int) -> N
 
     Each step is done twice, side by side: with the store's primitive on
     ``counters``, ``registers``, ``jobs``, and with the injected bug on the same
-    tables prefixed ``bug_``.
+    tables prefixed ``bug_``. Between them, with the store only: a token taken from
+    a bucket (a guarded decrement) and a seed-if-missing of a row every process seeds.
     """
     from tests.support.linearizability import Recorder, RecordingStore
 
@@ -150,9 +151,16 @@ def recorded_mix(barrier: Any, url: str, history: str, me: str, times: int) -> N
         for _ in range(times):
             for prefix in ("", BUG):
                 _increment(store, raw, recorder, prefix)
-        for _ in range(times):
+        for i in range(times):
             for prefix in ("", BUG):
                 _compare_and_set(store, raw, recorder, prefix)
+            store.atomic_update(
+                "buckets",
+                "tokens",
+                where=[{"field": "n", "operator": "gt", "value": 0}],
+                mutations=[{"field": "n", "operation": "increment", "value": -1}],
+            )
+            store.atomic_upsert("seeds", f"seed-{i % 5}", insert_value={"by": me})
         left = ["", BUG]
         while left:
             left = [

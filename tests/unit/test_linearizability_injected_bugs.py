@@ -6,7 +6,8 @@ store's primitives, and with a bug injected in the test's own code
 pending rows and then writes them in separate statements (what ``FOR UPDATE SKIP
 LOCKED``, or SQLite's single writer, prevents), an increment and a
 compare-and-set that get, decide in Python and put. The checker must refute
-each buggy history and accept the store's; the package has no buggy mode.
+each buggy history and accept the store's (guarded decrements of a token bucket
+and seed-if-missing upserts included); the package has no buggy mode.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tests.support.linearizability import (
     CAS_REGISTER,
     COUNTER,
     QUEUE_ROW,
+    UPSERT_ONCE,
     Recorder,
     RecordingStore,
     check_recorded,
@@ -30,6 +32,7 @@ from tests.support.linearizability import (
 PROCESSES = 4
 TIMES = 20
 JOBS = 40
+TOKENS = 50  # fewer than the 80 takes: some takes find the bucket empty
 
 CHECKS = {
     "claim": (QUEUE_ROW, translate.queue, "jobs"),
@@ -48,6 +51,7 @@ def test_the_checker_refutes_each_injected_race_and_accepts_the_stores_history_b
             parent.put(f"{prefix}registers", "v", {"v": 0})
             for i in range(JOBS):
                 parent.put(f"{prefix}jobs", f"job-{i:03d}", {"status": "pending"})
+        parent.put("buckets", "tokens", {"n": TOKENS})
         run_in_processes(
             workers.recorded_mix,
             [(store_url, str(tmp_path), f"p{n}", TIMES) for n in range(PROCESSES)],
@@ -56,6 +60,7 @@ def test_the_checker_refutes_each_injected_race_and_accepts_the_stores_history_b
             parent.get(f"{prefix}counters", "n")
             parent.get(f"{prefix}registers", "v")
             parent.query(f"{prefix}jobs", limit=1000)  # the final state: one read per row
+        parent.get("buckets", "tokens")
 
     verdicts = {}
     for name, (model, translation, table) in CHECKS.items():
@@ -68,3 +73,11 @@ def test_the_checker_refutes_each_injected_race_and_accepts_the_stores_history_b
         **{(name, "store"): True for name in CHECKS},
         **{(name, "injected bug"): False for name in CHECKS},
     }
+    # The store's guarded decrements and seeds of the same run, checked too.
+    for model, translation in (
+        (COUNTER, partial(translate.counter, table="buckets")),
+        (UPSERT_ONCE, partial(translate.upsert_once, table="seeds")),
+    ):
+        checked = check_recorded(tmp_path, model, translation)
+        print(checked.describe())
+        assert checked.ok, checked.describe()
