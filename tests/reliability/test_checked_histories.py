@@ -195,7 +195,7 @@ def test_keyed_primitives_stay_linearizable_when_workers_are_killed_and_retried(
         return process
 
     running = {me: start(me) for me in progress}
-    rng, killed = random.Random(35), []
+    rng, killed = random.Random(35), list[tuple[str, int]]()
     deadline = time.monotonic() + 240
     while any(process.is_alive() for process in running.values()):
         assert time.monotonic() < deadline, "the workers did not finish"

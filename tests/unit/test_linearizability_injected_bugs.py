@@ -12,6 +12,7 @@ and seed-if-missing upserts included); the package has no buggy mode.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -23,18 +24,20 @@ from tests.support.linearizability import (
     COUNTER,
     QUEUE_ROW,
     UPSERT_ONCE,
+    Model,
     Recorder,
     RecordingStore,
     check_recorded,
     translate,
 )
+from tests.support.linearizability.translate import Translated
 
 PROCESSES = 4
 TIMES = 20
 JOBS = 40
 TOKENS = 50  # fewer than the 80 takes: some takes find the bucket empty
 
-CHECKS = {
+CHECKS: dict[str, tuple[Model, Callable[..., Translated], str]] = {
     "claim": (QUEUE_ROW, translate.queue, "jobs"),
     "increment": (COUNTER, translate.counter, "counters"),
     "compare-and-set": (CAS_REGISTER, translate.cas_register, "registers"),
@@ -74,10 +77,10 @@ def test_the_checker_refutes_each_injected_race_and_accepts_the_stores_history_b
         **{(name, "injected bug"): False for name in CHECKS},
     }
     # The store's guarded decrements and seeds of the same run, checked too.
-    for model, translation in (
-        (COUNTER, partial(translate.counter, table="buckets")),
-        (UPSERT_ONCE, partial(translate.upsert_once, table="seeds")),
+    for model, translate_table, table in (
+        (COUNTER, translate.counter, "buckets"),
+        (UPSERT_ONCE, translate.upsert_once, "seeds"),
     ):
-        checked = check_recorded(tmp_path, model, translation)
+        checked = check_recorded(tmp_path, model, partial(translate_table, table=table))
         print(checked.describe())
         assert checked.ok, checked.describe()

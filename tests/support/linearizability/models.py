@@ -165,8 +165,7 @@ LEASE = Model(
 
 # -- a claimable queue, one row at a time ----------------------------------------------------------
 #
-# A row is absent, pending, held by one claimer, done (by whom), or gone (a
-# delete-claim took it). A claim's batch is split into one ``claim`` per row it
+# A row is absent, pending, held by one claimer, or done (by whom). A claim's batch is split into one ``claim`` per row it
 # returned (its size is checked against its limit before: ``translate``), so
 # "no row held by two claimers without a release or a stale recovery in
 # between" is this per-row model: ``claim`` needs ``pending``; only ``reclaim``
@@ -181,10 +180,6 @@ def _enqueue(_: Hashable, __: Any) -> tuple[Hashable, Hashable]:
 
 def _claim(state: Any, claimer: str) -> tuple[Hashable, Hashable]:
     return (True, ("held", claimer)) if state == PENDING else (False, state)
-
-
-def _take(state: Any, claimer: str) -> tuple[Hashable, Hashable]:
-    return (True, ("gone", claimer)) if state == PENDING else (False, state)
 
 
 def _reclaim(state: Any, claimer: str) -> tuple[Hashable, Hashable]:
@@ -205,7 +200,6 @@ QUEUE_ROW = Model(
     {
         "enqueue": _enqueue,
         "claim": _claim,
-        "take": _take,
         "reclaim": _reclaim,
         "complete": _complete,
         "release": _release_row,

@@ -236,10 +236,8 @@ Classify = Callable[[Call], str]
 
 
 def claim_kind(call: Call) -> str:
-    """``claim`` for a claim of pending rows, ``reclaim`` for the stale-claim pass, ``take`` for
-    a delete-claim."""
-    if call.args.get("mode") == "delete":
-        return "take"
+    """``claim`` for a claim of pending rows, ``reclaim`` for the stale-claim pass (a claim of
+    rows ``in_flight``)."""
     status = _conditions(call).get("status", (None, None))[1]
     return "reclaim" if status == "in_flight" else "claim"
 
