@@ -7,12 +7,11 @@ Each worker runs the patterns DAG authors use, every call recorded
 * a keyed claim of up to two queue rows, each completed by a keyed update
   guarded on ``claimedBy``,
 * a keyed seed-if-missing of a row every worker seeds,
-* a lease step: acquire (seed, or take over when expired), renew or release.
+* a keyed lease step: acquire (seed, or take over when expired), renew or release.
 
 A call that fails with ``StoreUnavailableError`` is retried with the same
-idempotency key, as Airflow retries a task: the key makes the retry apply at
-most once and replay the first attempt's result. Lease steps carry no key and
-are not retried: their outcome stays unknown, as a crashed task's would.
+idempotency key and arguments, as Airflow retries a task: the key makes the
+retry apply at most once and replay the first attempt's result.
 
 The scenario's set-up, end-state reads and checks are here too (``set_up``,
 ``read_the_end_state``, ``check_each_model``), for any fault test to reuse:
@@ -131,7 +130,7 @@ def keyed_stream(
     """``iterations`` rounds of increment, claim and complete, seed, lease step; recorded."""
     with recorded_store(url, pooled, history, me) as store:
         barrier.wait(timeout=60)
-        return _rounds(store, me, range(iterations), None)
+        return _rounds(store, me, me, range(iterations), None)
 
 
 def keyed_stream_from(
@@ -152,13 +151,17 @@ def keyed_stream_from(
     """
     with recorded_store(url, False, history, process) as store:
         busy.value = 1
-        _rounds(store, me, range(first, iterations), progress)
+        _rounds(store, me, process, range(first, iterations), progress)
 
 
-def _rounds(store: Any, me: str, rounds: range, progress: Any) -> dict[str, int]:
-    """Run ``rounds``; count the calls that failed and the keyed retries that replayed."""
+def _rounds(store: Any, me: str, process: str, rounds: range, progress: Any) -> dict[str, int]:
+    """Run ``rounds``; count the calls that failed and the keyed retries that replayed.
+
+    Lease steps are keyed per process (``process``: one incarnation of ``me``): a
+    worker started again after a kill takes new timestamps, so its lease calls are
+    new operations, and the killed one's last lease call stays of unknown outcome.
+    """
     retried = _Retrying()
-    lease_errors = 0
     holding = False
     for i in rounds:
         if progress is not None:
@@ -193,12 +196,8 @@ def _rounds(store: Any, me: str, rounds: range, progress: Any) -> dict[str, int]
                 idempotency_key=f"{me}-seed-{i}",
             )
         )
-        try:
-            holding = lease_step(store, me, holding, release=i % 3 == 2)
-        except StoreUnavailableError:
-            lease_errors += 1
-            holding = False  # unknown: it may hold the lease; the next renew tells
-    return {"unavailable": retried.unavailable + lease_errors, "replayed": retried.replayed}
+        holding = lease_step(store, me, holding, i % 3 == 2, f"{process}-lease-{i}", retried)
+    return {"unavailable": retried.unavailable, "replayed": retried.replayed}
 
 
 def _complete(store: Any, key: str, me: str) -> Any:
@@ -214,30 +213,50 @@ def _complete(store: Any, key: str, me: str) -> Any:
     )
 
 
-def lease_step(store: Any, me: str, holding: bool, release: bool) -> bool:
-    """One step of the leader-lease recipe; returns whether ``me`` holds the lease after it."""
+def lease_step(store: Any, me: str, holding: bool, release: bool, key: str, retried: Any) -> bool:
+    """One step of the leader-lease recipe; returns whether ``me`` holds the lease after it.
+
+    Each call is keyed (``key`` and its role), as the recipe's operators key theirs,
+    and retried with its arguments unchanged, so the attempts are one operation.
+    """
     now = timestamps.now()
     until = timestamps.shifted(timedelta(seconds=LEASE_SECONDS))
     mine = [{"field": "holder", "operator": "equals", "value": me}]
     if holding:
         expiry = now if release else until
-        renewed = store.atomic_update(
-            "leases",
-            "lease",
-            where=mine,
-            mutations=[{"field": "expiresAt", "operation": "set", "value": expiry}],
+        renewed = retried(
+            partial(
+                store.atomic_update,
+                "leases",
+                "lease",
+                where=mine,
+                mutations=[{"field": "expiresAt", "operation": "set", "value": expiry}],
+                idempotency_key=f"{key}-renew",
+            )
         )
         return bool(renewed["updated"]) and not release
-    seeded = store.atomic_upsert("leases", "lease", insert_value={"holder": me, "expiresAt": until})
+    seeded = retried(
+        partial(
+            store.atomic_upsert,
+            "leases",
+            "lease",
+            insert_value={"holder": me, "expiresAt": until},
+            idempotency_key=f"{key}-seed",
+        )
+    )
     if seeded["inserted"]:
         return True
-    taken = store.atomic_update(
-        "leases",
-        "lease",
-        where=[{"field": "expiresAt", "operator": "lte", "value": now}],
-        mutations=[
-            {"field": "holder", "operation": "set", "value": me},
-            {"field": "expiresAt", "operation": "set", "value": until},
-        ],
+    taken = retried(
+        partial(
+            store.atomic_update,
+            "leases",
+            "lease",
+            where=[{"field": "expiresAt", "operator": "lte", "value": now}],
+            mutations=[
+                {"field": "holder", "operation": "set", "value": me},
+                {"field": "expiresAt", "operation": "set", "value": until},
+            ],
+            idempotency_key=f"{key}-take",
+        )
     )
     return bool(taken["updated"])

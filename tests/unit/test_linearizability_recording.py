@@ -117,6 +117,10 @@ def test_keyed_attempts_are_one_operation_and_must_return_the_same_result() -> N
     other = _call("p", 4, "atomic_update", keyed, {"updated": True, "value": {"n": 2}}, 9)
     problems = translate.counter([replay, other], table="counters").problems
     assert problems == ["idempotency key 'k' returned 2 different results"]
+    twice = {**keyed, "mutations": [{"field": "n", "operation": "increment", "value": 2}]}
+    changed = _call("p", 5, "atomic_update", twice, {"updated": True, "value": {"n": 1}}, 9)
+    problems = translate.counter([replay, changed], table="counters").problems
+    assert problems == ["idempotency key 'k' was used with different arguments"]
 
 
 def test_a_claim_beyond_its_limit_or_repeating_a_row_is_a_problem_without_search() -> None:

@@ -70,6 +70,10 @@ def merge_keyed(calls: Iterable[Call]) -> tuple[list[Call], list[str]]:
         results = {repr(_without_replay_flag(attempt.result)) for attempt in returned}
         if len(results) > 1:
             problems.append(f"idempotency key {key!r} returned {len(results)} different results")
+        if len({repr(attempt.args) for attempt in attempts}) > 1:
+            # Which attempt's arguments took effect is then unknown: record retries that
+            # repeat the call exactly, as a retried task does.
+            problems.append(f"idempotency key {key!r} was used with different arguments")
         first = min(attempts, key=lambda attempt: attempt.invoked)
         if returned:
             done = min(returned, key=lambda attempt: attempt.returned or 0)
