@@ -4,6 +4,23 @@ Record (``recorder``), translate the recorded store calls into model
 operations (``translate``), search (``search.check``) against a sequential
 model (``models``). ``check_recorded`` does all three for a directory of
 history files and returns the verdict with the problems found on the way.
+
+Hooking a scenario in (each worker process, then the test)::
+
+    with Recorder(history_dir, f"w{n}") as recorder:      # one file per process
+        store = RecordingStore(AtomicStore(url), recorder)  # every call recorded
+        store.atomic_update("counters", "total", mutations=[...], idempotency_key=k)
+        # or, around any other call:
+        with recorder.call("atomic_claim", table="queue", where=PENDING, limit=2,
+                           execution_id=k, idempotency_key=k) as call:
+            call.returned(store.atomic_claim(...))
+
+    checked = check_recorded(history_dir, COUNTER, partial(translate.counter, table="counters"))
+    assert checked.ok, checked.describe()
+
+Record the call's real arguments (``mutations``, ``where``, ``execution_id``):
+the translations read them to know which model operation a call is. A retry
+repeats the call with the same idempotency key and arguments.
 """
 
 from __future__ import annotations
