@@ -4,7 +4,7 @@ No database here: hand-written histories that are and are not linearizable for
 each model, operations of unknown outcome, a brute-force cross-check of the
 search on small random histories, and the time a few thousand operations on
 one key take. The injected bugs on a real database are in
-test_linearizability_injected_bugs.py.
+tests/reliability/test_linearizability_injected_bugs.py.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 A fake store stands in for ``AtomicStore`` here: what is under test is the
 recorder's file format and the translations, not the store (the store's own
-histories are recorded in test_linearizability_injected_bugs.py and the
-reliability tests).
+histories are recorded in the reliability tier, beside injected bugs in
+tests/reliability/test_linearizability_injected_bugs.py).
 """
 
 from __future__ import annotations
