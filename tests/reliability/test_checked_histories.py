@@ -38,7 +38,7 @@ from devkit.postgres_server import PostgresServer
 from devkit.processes import run_in_processes
 from tests.reliability import fault_workers
 from tests.reliability.support import scaled
-from tests.support.linearizability import Checked
+from tests.support.linearizability import Checked, read_calls
 
 postgres_only = pytest.mark.parametrize(
     "backend", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
@@ -210,5 +210,9 @@ def test_keyed_primitives_stay_linearizable_when_workers_are_killed_and_retried(
     assert [process.exitcode for process in running.values()] == [0] * WORKERS
     assert len(killed) >= 2, f"the workers finished before a second kill: {killed}"
     fault_workers.read_the_end_state(store_url, history)
-    print(f"killed (worker, round): {killed}")
+    calls = read_calls(sorted(history.glob("*.jsonl")))
+    replays = sum(
+        1 for call in calls if isinstance(call.result, dict) and call.result.get("replayed")
+    )
+    print(f"killed (worker, round): {killed}; {replays} repeated calls replayed their receipt")
     fault_workers.assert_all_linearizable(fault_workers.check_each_model(history))
