@@ -52,7 +52,14 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_atomic_store.triggers.claimable_rows",
                     "airflow_atomic_store.triggers.claim_wait",
+                    "airflow_atomic_store.triggers.row_wait",
                 ],
+            }
+        ],
+        "task-decorators": [
+            {
+                "class-name": "airflow_atomic_store.decorators.atomic_batch.atomic_batch_task",
+                "name": "atomic_batch",
             }
         ],
         "connection-types": _connection_types(),

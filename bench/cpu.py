@@ -2,7 +2,7 @@
 
 On 2 cores a drain's rate is bounded by 2 CPU seconds over the CPU one row
 costs, client and server together, so these two figures say why one drain
-beats another (docs/benchmarks.md, "What the numbers say"). The harness's
+beats another (bench/analysis.md, the thirteenth run). The harness's
 server runs on this machine, so a backend's CPU is read from ``/proc``; each
 claimer process tags its connections with an ``application_name`` of its own
 and finds its backends by it.

@@ -70,7 +70,7 @@ def history_for(pending: int) -> int:
     It also gives the planner the statistics of a live queue. On a table of
     nothing but pending rows, freshly analysed, PostgreSQL estimates that the
     claim filter matches every row and walks the ``created_at`` index instead
-    of the claim index (see docs/benchmarks.md, "What remains").
+    of the claim index (see bench/analysis.md, round 1).
     """
     return pending // 2
 

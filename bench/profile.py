@@ -1,6 +1,6 @@
 """Profile one store primitive in a loop: ``python -m bench.profile claim``.
 
-How the store's per-call costs in docs/benchmarks.md were found: run the
+How the store's per-call costs in bench/analysis.md were found: run the
 primitive against a throwaway PostgreSQL server under pyinstrument (the
 ``bench`` extra) and print where the client's time goes — spec parsing,
 statement building, psycopg, or waiting for the server. The server's own

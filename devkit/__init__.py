@@ -1,6 +1,8 @@
 """The development harness: what the tests, the benchmarks, the e2e run and the demo share.
 
 - ``postgres_server``: a throwaway PostgreSQL server on a free loopback port.
+- ``standby``: a primary and its streaming standby (synchronous or not), for failovers.
+- ``relay``: a TCP relay on loopback that delays, holds and cuts what it carries.
 - ``processes``: one function run in several OS processes that start together.
 - ``airflow_workers``: warm Airflow processes, forked from one zygote, that run DAGs at once.
 - ``dagrun``: run a DAG with ``dag.test()`` and read back its states and XComs.

@@ -262,6 +262,61 @@ class PostgresServer:
             self.directory = None
             self.port = None
 
+    def start_as_standby(
+        self, primary_port: int, *, application_name: str, primary_host: str = "127.0.0.1"
+    ) -> PostgresServer:
+        """Start as a streaming standby of the server at ``primary_port``.
+
+        A base backup (``pg_basebackup -R``: ``standby.signal`` and a
+        ``primary_conninfo``) replaces ``initdb``; the databases are the
+        primary's. The standby connects as ``application_name``, the name a
+        primary's ``synchronous_standby_names`` lists. ``primary_port`` may be a
+        relay's (devkit/relay.py) in front of the primary.
+        """
+        if self.directory is not None:
+            raise PostgresServerError("start_as_standby() is for a server not yet started")
+        atexit.register(self.stop)
+        try:
+            directory = Path(tempfile.mkdtemp(prefix="atomic-pg-", dir=self._cluster_parent()))
+            self.directory = directory
+            if self._as_server_user:
+                shutil.chown(directory, user=_SERVER_USER, group=_SERVER_USER)
+            self._run(
+                [
+                    str(self._pg_basebackup()),
+                    *("-D", str(self.data_dir), "-h", primary_host, "-p", str(primary_port)),
+                    *("-U", _SUPERUSER, "-R", "-X", "stream", "--checkpoint=fast", "--no-sync"),
+                ],
+                what="pg_basebackup",
+            )
+            conninfo = (
+                f"host={primary_host} port={primary_port} user={_SUPERUSER} "
+                f"application_name={application_name}"
+            )
+            # The last setting in the file wins over the one pg_basebackup -R wrote; the
+            # file keeps its owner (the server user) when appended to.
+            with (self.data_dir / "postgresql.auto.conf").open("a") as conf:
+                conf.write(f"primary_conninfo = '{conninfo}'\n")
+            self._start_with_free_port()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _pg_basebackup(self) -> Path:
+        """``pg_basebackup`` of this server's version: beside ``pg_ctl``, else on PATH."""
+        beside = self._pg_ctl.parent / "pg_basebackup"
+        found = beside if beside.exists() else shutil.which("pg_basebackup")
+        if found is None:
+            raise PostgresServerError(
+                f"pg_basebackup was not found beside {self._pg_ctl} or on PATH"
+            )
+        return Path(found)
+
+    def promote(self) -> None:
+        """Promote a standby: it leaves recovery and accepts writes when this returns."""
+        self._pg_ctl_run(["promote", "-D", str(self.data_dir), "-w", "-t", "60"])
+
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
         try:
             text = self.log_path.read_text(errors="replace")

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import os
 from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from airflow_atomic_store.compat import AirflowNotFoundException, BaseHook
 from airflow_atomic_store.exceptions import ConnectionConfigError
 from airflow_atomic_store.store import AtomicStore
+from airflow_atomic_store.store.delegation import delegated
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection
@@ -32,30 +32,19 @@ STORE_VERBS = (
     "claim_sets",
     "drop_claim_set",
     "explain_claim",
+    "retire",
 )
 _EXAMPLE_SQLITE_URI = "sqlite:////abs/path/store.db"
 _EXAMPLE_POSTGRES_URI = "postgresql://user:password@host:5432/dbname"
 
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
+def _store(hook: AtomicStoreHook) -> AtomicStore:
+    return hook.store
 
 
-def _store_verb(
-    method: Callable[Concatenate[AtomicStore, _P], _R],
-) -> Callable[Concatenate[AtomicStoreHook, _P], _R]:
-    """The hook's ``method``: the store's own, called on :attr:`AtomicStoreHook.store`.
-
-    ``functools.wraps`` carries the store's signature and docstring over, so the hook
-    shows (``inspect.signature``, ``help()``) exactly what the store declares.
-    """
-
-    @functools.wraps(method)
-    def verb(self: AtomicStoreHook, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        return method(self.store, *args, **kwargs)
-
-    verb.__qualname__ = f"AtomicStoreHook.{method.__name__}"
-    return verb
+def _store_verb(method: Callable[..., Any]) -> Callable[..., Any]:
+    """The hook's ``method``: the store's own, called on :attr:`AtomicStoreHook.store`."""
+    return delegated(method, _store, "AtomicStoreHook")
 
 
 class AtomicStoreHook(BaseHook):
@@ -153,6 +142,7 @@ class AtomicStoreHook(BaseHook):
     claim_sets = _store_verb(AtomicStore.claim_sets)
     drop_claim_set = _store_verb(AtomicStore.drop_claim_set)
     explain_claim = _store_verb(AtomicStore.explain_claim)
+    retire = _store_verb(AtomicStore.retire)
 
     # -- connection handling ----------------------------------------------------------------
 
@@ -160,7 +150,7 @@ class AtomicStoreHook(BaseHook):
         try:
             return self.get_connection(self.conn_id)
         except AirflowNotFoundException as exc:
-            raise ConnectionConfigError(_missing_message(self.conn_id)) from exc
+            raise ConnectionConfigError(missing_connection_message(self.conn_id)) from exc
 
 
 #: Extras handed to the store as the options of the same name, which it validates:
@@ -258,23 +248,9 @@ def postgres_connect_args(conn_id: str, conn: Connection) -> dict[str, Any] | No
 def _postgres_connector(conn_id: str, conn: Connection) -> Callable[[], Any]:
     from airflow_atomic_store.compat import PostgresHook
 
-    pg_hook = PostgresHook(postgres_conn_id=conn_id, connection=conn)
-
-    def connect() -> Any:
-        import psycopg
-
-        connection = pg_hook.get_conn()
-        if not isinstance(connection, psycopg.Connection):
-            connection.close()
-            raise ConnectionConfigError(
-                f"connection {conn_id!r}: the PostgreSQL provider returned a "
-                f"{type(connection).__module__} connection; the atomic store needs psycopg 3, "
-                "which the provider uses when SQLAlchemy 2 and psycopg are installed"
-            )
-        # A "cursor" extra (dictcursor…) may set a row factory; the store resets it.
-        return connection
-
-    return connect
+    # A "cursor" extra (dictcursor…) may set a row factory; the store resets it. The
+    # store refuses a connection that is not psycopg 3's (an old provider's psycopg2).
+    return PostgresHook(postgres_conn_id=conn_id, connection=conn).get_conn
 
 
 def _sqlite_path(conn_id: str, conn: Connection) -> str:
@@ -293,7 +269,7 @@ def _env_var(conn_id: str) -> str:
     return f"AIRFLOW_CONN_{conn_id.upper()}"
 
 
-def _missing_message(conn_id: str) -> str:
+def missing_connection_message(conn_id: str) -> str:
     return (
         f"the atomic store connection {conn_id!r} is not defined. Define it with an "
         f"environment variable, for example\n"

@@ -94,7 +94,7 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
     #: (see :func:`~airflow_atomic_store.templating.as_text`). Every other template
     #: field (where, mutations, insert_value, return_fields, limit) keeps native values.
     text_fields: ClassVar[frozenset[str]] = frozenset(
-        {"conn_id", "table", "key", "match", "order_by", "direction", "idempotency_key"}
+        {"conn_id", "table", "key", "match", "order_by", "direction", "idempotency_key", "mode"}
     )
     ui_color = "#d6eaf8"
     #: The primitive's name in metrics: ``atomic_store.<primitive>.<measure>``.

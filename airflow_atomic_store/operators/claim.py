@@ -8,27 +8,20 @@ from typing import TYPE_CHECKING, Any, cast
 
 from airflow.sdk import XComArg
 
-from airflow_atomic_store import timestamps
 from airflow_atomic_store.exceptions import SpecError
 from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
 from airflow_atomic_store.operators.base import BaseAtomicOperator, store_defaults
 from airflow_atomic_store.operators.claimed_rows import ClaimedRowsOperator, own_task_id
+from airflow_atomic_store.operators.waiting import Wait, parse_wait_timeout
 from airflow_atomic_store.spec.watch import parse_seconds
 from airflow_atomic_store.templating import AtomicNamespace
 
 _DEFAULTS = store_defaults("atomic_claim")
-#: The longest ``wait_timeout``: 30 days.
-_WAIT_BOUNDS = (0.0, 30 * 86_400.0)
-#: Seconds a wait whose templates read the clock lasts before they are rendered again.
-RERENDER_SECONDS = 60.0
-#: A keyed wait lasts at most the receipt retention over this (``_longest_wait``).
-_RETENTION_SHARES = 3
-#: Airflow's own deferral timeout is the trigger's deadline plus this: it only
-#: fires when the triggerer could not deliver the trigger's timeout event.
-_DEFER_GRACE = timedelta(minutes=5)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_atomic_store.triggers.claim_wait import ClaimWaitTrigger
 
 
 class AtomicClaimOperator(BaseAtomicOperator):
@@ -88,6 +81,10 @@ class AtomicClaimOperator(BaseAtomicOperator):
     :param limit: at most this many rows, 1 to 1000 (templated: a lone ``{{ … }}``
         renders to its native type, so ``"{{ params.batch_size }}"`` gives an int).
     :param return_fields: keep only these top-level fields of each value (templated).
+    :param mode: ``"mark"`` (the default: the claim mutation marks rows in place,
+        at-least-once with stale-claim recovery) or ``"delete"`` (rows are removed by the
+        claim and returned with their last value: at-most-once, a task that dies after
+        the claim has lost its batch; takes no ``mutations``) (templated).
     :param conn_id: connection id of the store (templated).
     :param short_circuit: skip every downstream task when nothing was claimed.
     :param deferrable: when nothing is claimable, wait in the triggerer (no worker slot)
@@ -127,6 +124,7 @@ class AtomicClaimOperator(BaseAtomicOperator):
         "limit",
         "return_fields",
         "idempotency_key",
+        "mode",
     )
 
     def __init__(
@@ -138,6 +136,7 @@ class AtomicClaimOperator(BaseAtomicOperator):
         order_by: str = _DEFAULTS["order_by"],
         direction: str = _DEFAULTS["direction"],
         limit: int | str = _DEFAULTS["limit"],
+        mode: str = _DEFAULTS["mode"],
         deferrable: bool = False,
         wait_timeout: timedelta | float | None = None,
         poll_interval: float = 2.0,
@@ -147,35 +146,39 @@ class AtomicClaimOperator(BaseAtomicOperator):
         if not isinstance(deferrable, bool):
             raise SpecError("deferrable", f"must be true or false, got {deferrable!r}")
         self.deferrable = deferrable
-        self.wait_timeout = (
-            None
-            if wait_timeout is None
-            else parse_seconds(wait_timeout, "wait_timeout", _WAIT_BOUNDS)
-        )
+        self.wait_timeout = parse_wait_timeout(wait_timeout)
         self.poll_interval = parse_seconds(poll_interval, "poll_interval")
-        # Set on resume from the triggerer (see resume_claim).
-        self._round = 0
-        self._deadline: str | None = None
-        self._waited_out = False
+        self._wait = Wait(self.wait_timeout)  # its round and deadline: see resume_claim
         self.where = where
         self.match = match
         self.mutations = mutations
         self.order_by = order_by
         self.direction = direction
         self.limit = limit
+        self.mode = mode
 
     def run_primitive(
         self, hook: AtomicStoreHook, atomic: AtomicNamespace, idempotency_key: str | None
     ) -> dict[str, Any]:
         if not self.deferrable:
             return self._claim(hook, atomic, idempotency_key)
+        wait = self._wait
         while True:
-            result = self._claim(hook, atomic, _round_key(idempotency_key, self._round))
-            if result["count"] or self._waited_out or self._past_deadline():
+            result = self._claim(hook, atomic, wait.key(idempotency_key))
+            if result["count"] or wait.over():
                 return result
-            self._round += 1
+            wait.round += 1
             if not result.get("replayed"):  # a live claim found nothing: wait for rows
-                self._defer(self._longest_wait(hook, idempotency_key), atomic.read_clock)
+                self.log.info(
+                    "nothing to claim from %s: waiting in the triggerer (round %d, until %s)",
+                    self.table,
+                    wait.round,
+                    wait.deadline or "rows appear",
+                )
+                longest = wait.longest(
+                    hook.store.receipt_retention, idempotency_key is not None, self.log
+                )
+                wait.defer(self, self._trigger, "resume_claim", longest, atomic.read_clock)
             # a replayed empty round: this task ran it before; go on to the next round
 
     def _claim(
@@ -192,68 +195,23 @@ class AtomicClaimOperator(BaseAtomicOperator):
             return_fields=self.return_fields,
             execution_id=atomic.execution_id,
             idempotency_key=idempotency_key,
+            mode=self.mode,
         )
 
     # -- deferral ---------------------------------------------------------------------------
 
-    def _longest_wait(self, hook: AtomicStoreHook, idempotency_key: str | None) -> float | None:
-        """``wait_timeout``; with an idempotency key, at most a third of the receipt retention.
-
-        A retry replays the rounds its task instance ran from their receipts, from
-        round 0 on. Were round 0's receipt to expire, a retry would claim live, a
-        second batch beside the one a later round claimed. A third leaves a retry
-        time to replay and wait once more, with room to spare.
-        """
-        if idempotency_key is None:
-            return self.wait_timeout
-        longest = hook.store.receipt_retention / _RETENTION_SHARES
-        if self.wait_timeout is not None and self.wait_timeout <= longest:
-            return self.wait_timeout
-        if self._deadline is None:
-            self.log.info(
-                "waiting at most %.0fs (a third of the store's receipt_retention) so that a "
-                "retry can replay this claim's rounds",
-                longest,
-            )
-        return longest
-
-    def _defer(self, wait: float | None, read_clock: bool) -> None:
-        """Wait in the triggerer for rows matching the rendered ``where``.
-
-        ``read_clock``: a template read the time (``{{ atomic.ago(minutes=5) }}``), so
-        rows can start to match with no write at all, and the trigger's ``where``
-        goes stale: the wait then ends every ``RERENDER_SECONDS`` for the task to
-        render, claim, and wait anew.
-        """
+    def _trigger(self, *, deadline: str | None, rerender_at: str | None) -> ClaimWaitTrigger:
+        """Wait in the triggerer for rows matching the rendered ``where``."""
         from airflow_atomic_store.triggers.claim_wait import ClaimWaitTrigger
 
-        if self._deadline is None and wait is not None:
-            self._deadline = timestamps.shifted(timedelta(seconds=wait))
-        timeout = None
-        if self._deadline is not None:
-            remaining = timestamps.parse_timestamp(self._deadline) - timestamps.utc_now()
-            timeout = max(remaining, timedelta(0)) + _DEFER_GRACE
-        self.log.info(
-            "nothing to claim from %s: waiting in the triggerer (round %d, until %s)",
-            self.table,
-            self._round,
-            self._deadline or "rows appear",
-        )
-        self.defer(
-            trigger=ClaimWaitTrigger(
-                conn_id=self.conn_id,
-                table=self.table,
-                where=self.where,
-                match=self.match,
-                poll_interval=self.poll_interval,
-                deadline=self._deadline,
-                rerender_at=(
-                    timestamps.shifted(timedelta(seconds=RERENDER_SECONDS)) if read_clock else None
-                ),
-            ),
-            method_name="resume_claim",
-            kwargs={"round": self._round, "deadline": self._deadline},
-            timeout=timeout,
+        return ClaimWaitTrigger(
+            conn_id=self.conn_id,
+            table=self.table,
+            where=self.where,
+            match=self.match,
+            poll_interval=self.poll_interval,
+            deadline=deadline,
+            rerender_at=rerender_at,
         )
 
     def resume_claim(
@@ -265,18 +223,12 @@ class AtomicClaimOperator(BaseAtomicOperator):
         deadline: str | None = None,
     ) -> dict[str, Any]:
         """Back from the triggerer: claim (round ``round``), or wait again if beaten to it."""
-        self._round, self._deadline = round, deadline
-        self._waited_out = bool(event) and event.get("status") == "timeout"  # type: ignore[union-attr]
-        if self._waited_out:
+        self._wait.resumed(event, round, deadline)
+        if self._wait.waited_out:
             self.log.info(
                 "waited %ss for rows of %s: claiming once more", self.wait_timeout, self.table
             )
         return self.execute(context)
-
-    def _past_deadline(self) -> bool:
-        if self._deadline is None:
-            return False
-        return timestamps.parse_timestamp(self._deadline) <= timestamps.utc_now()
 
     def describe(self, result: Mapping[str, Any]) -> str:
         return f"claimed {result['count']} of limit {self.limit} from {self.table}"
@@ -319,10 +271,3 @@ class AtomicClaimOperator(BaseAtomicOperator):
 def row_key(row: Mapping[str, Any]) -> Any:
     """The key of a claimed ``{key, value}`` row."""
     return row["key"]
-
-
-def _round_key(key: str | None, round: int) -> str | None:
-    """The idempotency key of a deferrable claim's ``round``-th attempt."""
-    if key is None or round == 0:
-        return key
-    return f"{key}/wait-{round}"

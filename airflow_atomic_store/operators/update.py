@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
+from airflow_atomic_store.exceptions import SpecError
 from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
 from airflow_atomic_store.operators.base import BaseAtomicOperator, store_defaults
+from airflow_atomic_store.operators.waiting import Wait, parse_wait_timeout
+from airflow_atomic_store.spec.watch import parse_seconds
 from airflow_atomic_store.templating import AtomicNamespace
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_atomic_store.triggers.row_wait import RowWaitTrigger
 
 _DEFAULTS = store_defaults("atomic_update")
 
@@ -45,6 +54,22 @@ class AtomicUpdateOperator(BaseAtomicOperator):
     :param return_fields: keep only these top-level fields of ``value`` (templated).
     :param conn_id: connection id of the store (templated).
     :param short_circuit: skip every downstream task when ``updated`` is false.
+    :param deferrable: when the row is missing or the guard does not hold, wait in the
+        triggerer (no worker slot) until the row changes so that it might, then try
+        again. Needs a running triggerer.
+    :param wait_timeout: with ``deferrable``, how long to wait (a ``timedelta`` or
+        seconds; None waits for ever). When it passes, the task tries once more and
+        returns what it got, usually ``updated: false`` (and short-circuits if asked).
+        With an idempotency key (the default) a wait lasts at most a third of the
+        store's ``receipt_retention``.
+    :param poll_interval: with ``deferrable``, seconds between the trigger's reads of
+        the row (on PostgreSQL it also wakes at once on the table's writes).
+
+    A guard that reads the clock (``expiresAt lte {{ atomic.now }}``: a lease that
+    expires) comes true with no write at all, so such a wait ends every minute for the
+    task to render it again and try. The idempotency key spans the wait: each attempt
+    is its own round (``<key>``, ``<key>/wait-1``…), so a retried task replays the
+    rounds it ran and applies at most once (``operators/waiting.py``).
     """
 
     primitive = "update"
@@ -66,9 +91,18 @@ class AtomicUpdateOperator(BaseAtomicOperator):
         mutations: Sequence[Mapping[str, Any]],
         where: Sequence[Mapping[str, Any]] | None = _DEFAULTS["where"],
         match: str = _DEFAULTS["match"],
+        deferrable: bool = False,
+        wait_timeout: timedelta | float | None = None,
+        poll_interval: float = 2.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if not isinstance(deferrable, bool):
+            raise SpecError("deferrable", f"must be true or false, got {deferrable!r}")
+        self.deferrable = deferrable
+        self.wait_timeout = parse_wait_timeout(wait_timeout)
+        self.poll_interval = parse_seconds(poll_interval, "poll_interval")
+        self._wait = Wait(self.wait_timeout)  # its round and deadline: see resume_update
         self.key = key
         self.mutations = mutations
         self.where = where
@@ -77,6 +111,57 @@ class AtomicUpdateOperator(BaseAtomicOperator):
     def run_primitive(
         self, hook: AtomicStoreHook, atomic: AtomicNamespace, idempotency_key: str | None
     ) -> dict[str, Any]:
+        if not self.deferrable:
+            return self._update(hook, idempotency_key)
+        wait = self._wait
+        while True:
+            result = self._update(hook, wait.key(idempotency_key))
+            if result["updated"] or wait.over():
+                return result
+            wait.round += 1
+            if not result.get("replayed"):  # a live attempt was refused: wait for a change
+                self.log.info(
+                    "did not update key %r in %s: waiting in the triggerer (round %d, until %s)",
+                    result["key"],
+                    self.table,
+                    wait.round,
+                    wait.deadline or "the guard holds",
+                )
+                longest = wait.longest(
+                    hook.store.receipt_retention, idempotency_key is not None, self.log
+                )
+                wait.defer(self, self._trigger, "resume_update", longest, atomic.read_clock)
+            # a replayed refused round: this task ran it before; go on to the next round
+
+    def _trigger(self, *, deadline: str | None, rerender_at: str | None) -> RowWaitTrigger:
+        from airflow_atomic_store.triggers.row_wait import RowWaitTrigger
+
+        return RowWaitTrigger(
+            conn_id=self.conn_id,
+            table=self.table,
+            key=self.key,
+            where=self.where,
+            match=self.match,
+            poll_interval=self.poll_interval,
+            deadline=deadline,
+            rerender_at=rerender_at,
+        )
+
+    def resume_update(
+        self,
+        context: Context,
+        event: Mapping[str, Any] | None = None,
+        *,
+        round: int = 1,
+        deadline: str | None = None,
+    ) -> dict[str, Any]:
+        """Back from the triggerer: try again (round ``round``), or wait again if beaten."""
+        self._wait.resumed(event, round, deadline)
+        if self._wait.waited_out:
+            self.log.info("waited %ss for %s: trying once more", self.wait_timeout, self.key)
+        return self.execute(context)
+
+    def _update(self, hook: AtomicStoreHook, idempotency_key: str | None) -> dict[str, Any]:
         return hook.atomic_update(
             self.table,
             self.key,

@@ -19,6 +19,11 @@ ORDER_COLUMNS: Final[dict[str, OrderColumn]] = {
 }
 _ORDER_ALIASES: Final = {"created_at": "createdAt", "record_timestamp": "recordTimestamp"}
 
+ClaimMode = Literal["mark", "delete"]
+#: ``mark``: the claim's mutations mark rows in place (at-least-once, with stale-claim
+#: recovery); ``delete``: rows are removed by the claiming statement (at-most-once).
+CLAIM_MODES: Final[tuple[ClaimMode, ...]] = ("mark", "delete")
+
 CLAIM_LIMIT: Final = (1, 1000)
 QUERY_LIMIT: Final = (1, 10_000)
 
@@ -47,6 +52,12 @@ def parse_ordering(order_by: Any, direction: Any) -> Ordering:
     if not isinstance(direction, str) or direction.lower() not in ("asc", "desc"):
         raise SpecError("direction", f"must be 'asc' or 'desc', got {direction!r}")
     return Ordering(ORDER_COLUMNS[name], direction.lower())  # type: ignore[arg-type]
+
+
+def parse_claim_mode(mode: Any) -> ClaimMode:
+    if mode not in CLAIM_MODES or not isinstance(mode, str):
+        raise SpecError("mode", f"must be one of {', '.join(CLAIM_MODES)}, got {mode!r}")
+    return mode  # type: ignore[return-value]
 
 
 def parse_limit(limit: Any, bounds: tuple[int, int] = CLAIM_LIMIT, *, field: str = "limit") -> int:

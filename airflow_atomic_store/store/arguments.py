@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from airflow_atomic_store.exceptions import SpecError
 from airflow_atomic_store.spec import (
     CLAIM_LIMIT,
+    Condition,
     Mutation,
+    check_text,
     parse_limit,
     parse_match,
     parse_mutations,
@@ -17,6 +21,7 @@ from airflow_atomic_store.spec import (
     parse_where,
 )
 from airflow_atomic_store.spec.memo import Memo
+from airflow_atomic_store.store.claim_defaults import DEFAULT_WRITTEN, default_claim_mutations
 from airflow_atomic_store.store.receipts import Receipt
 
 
@@ -51,3 +56,32 @@ def required_mutations(mutations: Any, field: str) -> tuple[Mutation, ...]:
     if not parsed:
         raise SpecError(field, "at least one mutation is required")
     return parsed
+
+
+def claim_mutations(
+    claim_mode: str,
+    mutations: Any,
+    execution_id: Any,
+    conditions: Sequence[Condition],
+) -> tuple[tuple[Mutation, ...], Collection[str]]:
+    """A claim's mutations and the top-level fields they write (``ClaimSetCatalog.for_claim``).
+
+    A delete-claim takes none, and its rows leave every filter: a set over any of its
+    conditions stays small. Without mutations a mark-claim gets the default claim
+    mutation, ``claimedBy`` the execution id (a fresh unique one when none is given).
+    """
+    if claim_mode == "delete":
+        if mutations is not None:
+            raise SpecError(
+                "mutations", "a claim with mode 'delete' removes its rows and takes no mutations"
+            )
+        return (), {condition.path.top_level for condition in conditions}
+    if mutations is not None:
+        parsed = required_mutations(mutations, "mutations")
+        return parsed, {mutation.path.top_level for mutation in parsed}
+    if execution_id is None:
+        return default_claim_mutations(f"claim-{uuid.uuid4()}"), DEFAULT_WRITTEN
+    if not isinstance(execution_id, str) or not execution_id:
+        raise SpecError("execution_id", f"must be a non-empty string, got {execution_id!r}")
+    check_text(execution_id, "execution_id", "execution ids")
+    return default_claim_mutations(execution_id, reused_id=True), DEFAULT_WRITTEN

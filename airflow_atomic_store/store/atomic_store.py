@@ -7,8 +7,7 @@ opened lazily on the first valid call).
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any
@@ -16,7 +15,6 @@ from typing import Any
 from airflow_atomic_store.exceptions import SpecError
 from airflow_atomic_store.spec import (
     check_object,
-    check_text,
     parse_key,
     parse_match,
     parse_mutations,
@@ -25,12 +23,18 @@ from airflow_atomic_store.spec import (
     parse_where,
     project,
 )
-from airflow_atomic_store.store.arguments import claim_options, required_mutations, with_replayed
-from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE, Backend, ClaimSetGone
-from airflow_atomic_store.store.claim_defaults import DEFAULT_WRITTEN, default_claim_mutations
+from airflow_atomic_store.spec.options import parse_claim_mode
+from airflow_atomic_store.store.arguments import (
+    claim_mutations,
+    claim_options,
+    required_mutations,
+    with_replayed,
+)
+from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE, Backend
 from airflow_atomic_store.store.claim_sets import ClaimSetCatalog
-from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, parse_notify
-from airflow_atomic_store.store.opening import open_backend
+from airflow_atomic_store.store.claiming import Claims
+from airflow_atomic_store.store.delegation import delegated
+from airflow_atomic_store.store.opening import open_backend, open_factory_backend
 from airflow_atomic_store.store.queue_views import QueueViews
 from airflow_atomic_store.store.receipts import (
     DEFAULT_RETENTION_SECONDS,
@@ -41,11 +45,30 @@ from airflow_atomic_store.store.receipts import (
     parse_idempotency_key,
     parse_retention,
 )
+from airflow_atomic_store.store.requests import (
+    ClaimRequest,
+    Selection,
+    UpdateRequest,
+    UpsertRequest,
+)
+from airflow_atomic_store.store.retention import Retention
 from airflow_atomic_store.store.row_verbs import RowVerbs
 from airflow_atomic_store.store.snapshot import Snapshot
 
 
-class AtomicStore(RowVerbs, QueueViews):
+def _rows(store: AtomicStore) -> RowVerbs:
+    return store._rows
+
+
+def _queues(store: AtomicStore) -> QueueViews:
+    return store._queues
+
+
+def _retention(store: AtomicStore) -> Retention:
+    return store._retention
+
+
+class AtomicStore:
     """Three atomic primitives plus plain get/put/delete/query over one table.
 
     :param url: ``sqlite:////abs/path.db`` (embedded, one machine) or
@@ -109,18 +132,10 @@ class AtomicStore(RowVerbs, QueueViews):
         self._keyed_calls = 0
         self._backend = backend
         self._claim_sets = ClaimSetCatalog(backend, automatic=auto_claim_sets)
-
-    @classmethod
-    def from_backend(
-        cls,
-        backend: Backend,
-        *,
-        auto_claim_sets: bool = True,
-        receipt_retention: float = DEFAULT_RETENTION_SECONDS,
-    ) -> AtomicStore:
-        store = cls.__new__(cls)
-        store._use(backend, auto_claim_sets, receipt_retention)
-        return store
+        self._rows = RowVerbs(backend, self._claim_sets)
+        self._queues = QueueViews(backend, self._claim_sets)
+        self._claims = Claims(backend, self._claim_sets)
+        self._retention = Retention(self._claims)
 
     @classmethod
     def from_connection_factory(
@@ -144,23 +159,17 @@ class AtomicStore(RowVerbs, QueueViews):
         ``secrets`` (the connection's password) never appear in an error message;
         ``read_only`` is the constructor's.
         """
-        if dialect not in ("postgresql", "postgres"):
-            raise SpecError("dialect", f"connection factories are for PostgreSQL, got {dialect!r}")
-        from airflow_atomic_store.store.postgres.backend import PostgresBackend
-
-        return cls.from_backend(
-            PostgresBackend(
-                connect,
-                storage_table=storage_table,
-                lock_timeout=lock_timeout,
-                statement_timeout=statement_timeout,
-                secrets=tuple(secret for secret in secrets if secret),
-                notify=parse_notify(DEFAULT_NOTIFY if notify is None else notify),
-                read_only=_flag(read_only, "read_only"),
-            ),
-            auto_claim_sets=auto_claim_sets,
-            receipt_retention=receipt_retention,
-        )
+        options = {
+            "storage_table": storage_table,
+            "lock_timeout": lock_timeout,
+            "statement_timeout": statement_timeout,
+            "notify": notify,
+            "read_only": _flag(read_only, "read_only"),
+        }
+        store = cls.__new__(cls)
+        backend = open_factory_backend(dialect, connect, tuple(secrets), options)
+        store._use(backend, auto_claim_sets, receipt_retention)
+        return store
 
     # -- atomic primitives ---------------------------------------------------
 
@@ -186,9 +195,10 @@ class AtomicStore(RowVerbs, QueueViews):
         parsed = required_mutations(mutations, "mutations")
         fields = parse_return_fields(return_fields)
         receipt = self._receipt(idempotency_key, "update", table, key)
-        value, replayed = self._backend.update(table, key, conditions, mode, parsed, receipt)
+        updated = self._backend.update(UpdateRequest(table, key, conditions, mode, parsed, receipt))
+        value = updated.value
         result = {"updated": value is not None, "value": project(value, fields), "key": key}
-        return with_replayed(result, receipt, replayed)
+        return with_replayed(result, receipt, updated.replayed)
 
     def atomic_claim(
         self,
@@ -203,6 +213,7 @@ class AtomicStore(RowVerbs, QueueViews):
         return_fields: Sequence[str] | None = None,
         execution_id: str | None = None,
         idempotency_key: str | None = None,
+        mode: str = "mark",
     ) -> dict[str, Any]:
         """Claim up to ``limit`` rows matching ``where``, marking them in the same step.
 
@@ -211,42 +222,27 @@ class AtomicStore(RowVerbs, QueueViews):
         ``claimedBy: execution_id`` (a fresh unique id when none is given).
         With ``idempotency_key`` a repeated call claims nothing more and returns
         the batch the first call claimed.
+
+        ``mode="delete"`` removes the claimed rows in the same statement and returns
+        their last values: at-most-once (a task that dies after the claim has lost
+        its batch; docs/reference/python-api.md says when to choose it). It takes no
+        ``mutations``. Mark- and delete-claims on one table never both get a row.
         """
-        table, conditions, mode, ordering, count, fields = claim_options(
+        table, conditions, match_mode, ordering, count, fields = claim_options(
             (table, where, match, order_by, direction, limit, return_fields), "claim"
         )
-        if mutations is None:
-            if execution_id is not None:
-                if not isinstance(execution_id, str) or not execution_id:
-                    raise SpecError(
-                        "execution_id", f"must be a non-empty string, got {execution_id!r}"
-                    )
-                check_text(execution_id, "execution_id", "execution ids")
-                parsed = default_claim_mutations(execution_id, reused_id=True)
-            else:
-                parsed = default_claim_mutations(f"claim-{uuid.uuid4()}")
-            written: Collection[str] = DEFAULT_WRITTEN
-        else:
-            parsed = required_mutations(mutations, "mutations")
-            written = {mutation.path.top_level for mutation in parsed}
+        claim_mode = parse_claim_mode(mode)
+        parsed, written = claim_mutations(claim_mode, mutations, execution_id, conditions)
         receipt = self._receipt(idempotency_key, "claim", table, "")
-        chosen = self._claim_sets.for_claim(
-            table, conditions, mode, ordering.column, written=written, may_declare=True
-        )
-        if chosen is None and ordering.column == "record_timestamp":
-            self._claim_sets.ensure_record_order()
-        arguments = (table, conditions, mode, ordering, count, parsed)
-        try:
-            rows, replayed = self._backend.claim(*arguments, chosen, receipt)
-        except ClaimSetGone:  # dropped by another process since this one listed it
-            self._claim_sets.forget(table)
-            rows, replayed = self._backend.claim(*arguments, None, receipt)
+        selection = Selection(table, conditions, match_mode, ordering, count)
+        result = self._claims.run(ClaimRequest(selection, parsed, receipt, claim_mode), written)
         claimed: list[dict[str, Any]]
         if fields is None:
-            claimed = [{"key": key, "value": value} for key, value in rows]
+            claimed = [{"key": key, "value": value} for key, value in result.rows]
         else:
-            claimed = [{"key": key, "value": project(value, fields)} for key, value in rows]
-        return with_replayed({"claimed": claimed, "count": len(claimed)}, receipt, replayed)
+            claimed = [{"key": key, "value": project(value, fields)} for key, value in result.rows]
+        output = {"claimed": claimed, "count": len(claimed)}
+        return with_replayed(output, receipt, result.replayed)
 
     def atomic_upsert(
         self,
@@ -270,9 +266,27 @@ class AtomicStore(RowVerbs, QueueViews):
         parsed = parse_mutations(mutations)
         fields = parse_return_fields(return_fields)
         receipt = self._receipt(idempotency_key, "upsert", table, key)
-        (inserted, stored), replayed = self._backend.upsert(table, key, value, parsed, receipt)
-        result = {"inserted": inserted, "value": project(stored, fields), "key": key}
-        return with_replayed(result, receipt, replayed)
+        upserted = self._backend.upsert(UpsertRequest(table, key, value, parsed, receipt))
+        result = {
+            "inserted": upserted.inserted,
+            "value": project(upserted.value, fields),
+            "key": key,
+        }
+        return with_replayed(result, receipt, upserted.replayed)
+
+    # -- whole rows and queue views: declared by the objects that hold them ---
+
+    put = delegated(RowVerbs.put, _rows, "AtomicStore")
+    get = delegated(RowVerbs.get, _rows, "AtomicStore")
+    delete = delegated(RowVerbs.delete, _rows, "AtomicStore")
+    query = delegated(RowVerbs.query, _rows, "AtomicStore")
+    count = delegated(QueueViews.count, _queues, "AtomicStore")
+    backlog = delegated(QueueViews.backlog, _queues, "AtomicStore")
+    ensure_claim_index = delegated(QueueViews.ensure_claim_index, _queues, "AtomicStore")
+    claim_sets = delegated(QueueViews.claim_sets, _queues, "AtomicStore")
+    drop_claim_set = delegated(QueueViews.drop_claim_set, _queues, "AtomicStore")
+    explain_claim = delegated(QueueViews.explain_claim, _queues, "AtomicStore")
+    retire = delegated(Retention.retire, _retention, "AtomicStore")
 
     # -- idempotency receipts ------------------------------------------------
 

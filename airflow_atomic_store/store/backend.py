@@ -1,4 +1,4 @@
-"""What the store needs from a backend: one method per primitive.
+"""What the store needs from a backend: one method per verb, one request each.
 
 Backends receive parsed, validated specs; they never see raw user input, so
 everything they raise is about the database, not the spec.
@@ -14,12 +14,21 @@ from operator import itemgetter
 from typing import Any, Protocol
 
 from airflow_atomic_store.exceptions import SpecError
-from airflow_atomic_store.spec import Condition, Mutation, Ordering
-from airflow_atomic_store.store.claim_sets import ChosenSet, SetStorage
-from airflow_atomic_store.store.receipts import Receipt
+from airflow_atomic_store.spec import Ordering
+from airflow_atomic_store.store.claim_sets import SetStorage
+from airflow_atomic_store.store.notify import Notifications
+from airflow_atomic_store.store.requests import (
+    Backlog,
+    Claimed,
+    ClaimRequest,
+    Row,
+    Selection,
+    Updated,
+    UpdateRequest,
+    Upserted,
+    UpsertRequest,
+)
 from airflow_atomic_store.store.snapshot import Snapshot
-
-Row = tuple[str, dict[str, Any]]
 
 DEFAULT_STORAGE_TABLE = "atomic_store_rows"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
@@ -57,11 +66,6 @@ def in_claim_order(rows: Sequence[tuple[str, str, Any]], ordering: Ordering) -> 
     return decoded([(key, value) for key, value, _ in ordered])
 
 
-def counted(row: Sequence[Any] | None) -> tuple[int, str | None]:
-    """A count statement's result row (``count_query``) as ``(count, first key)``."""
-    return (int(row[0]), row[1]) if row else (0, None)
-
-
 class ClaimSetGone(Exception):
     """A claim named a set's index that another process has dropped; claim again without it."""
 
@@ -92,121 +96,54 @@ def is_set_index(storage_table: str, name: str) -> bool:
 
 
 class Backend(SetStorage, Protocol):
-    def put(self, table: str, key: str, value: dict[str, Any]) -> None: ...
+    """The contract every backend meets; ``tests/conformance`` runs it against each.
+
+    Each verb takes one request (``requests.py``) or at most three plain values
+    and answers with a result value: a new option is a field, not a signature.
+    ``Selection.claim_set`` names the claimable set whose index serves the
+    selection; a backend that finds its index gone raises :class:`ClaimSetGone`
+    and the caller asks again without it.
+    """
+
+    def put(self, table: str, key: str, value: dict[str, Any]) -> None:
+        """Create or replace a row; a replaced row keeps its ``created_at``."""
+        ...
 
     def get(self, table: str, key: str) -> dict[str, Any] | None: ...
 
     def delete(self, table: str, key: str) -> bool: ...
 
-    def query(
-        self,
-        table: str,
-        where: Sequence[Condition],
-        match: str,
-        ordering: Ordering,
-        limit: int,
-    ) -> list[Row]: ...
-
-    def count(
-        self,
-        table: str,
-        where: Sequence[Condition],
-        match: str,
-        ordering: Ordering,
-        limit: int,
-        claim_set: ChosenSet | None = None,
-    ) -> tuple[int, str | None]:
-        """How many rows match, counting at most ``limit``, and the first one's key.
-
-        The first in ``ordering`` (a claim's order): a trigger tells by it that the
-        head of a queue was consumed even when the count stayed the same. Takes no
-        lock: a row counted here may be claimed by someone else next. May raise
-        :class:`ClaimSetGone`.
-        """
+    def query(self, selection: Selection) -> list[Row]:
+        """The selection's rows, in its order (no claimable set: a read of any filter)."""
         ...
 
-    def count_query(
-        self,
-        table: str,
-        where: Sequence[Condition],
-        match: str,
-        ordering: Ordering,
-        limit: int,
-        claim_set: ChosenSet | None = None,
-    ) -> tuple[bytes | str, list[Any]]:
-        """:meth:`count`'s statement and parameters, to run on another connection."""
+    def count(self, selection: Selection) -> Backlog:
+        """How many rows match (at most ``limit``) and the first one's key, in the
+        selection's order: a trigger tells by it that the head of a queue was consumed
+        even when the count stayed the same. Takes no lock."""
         ...
 
-    def update(
-        self,
-        table: str,
-        key: str,
-        where: Sequence[Condition],
-        match: str,
-        mutations: Sequence[Mutation],
-        receipt: Receipt | None = None,
-    ) -> tuple[dict[str, Any] | None, bool]:
-        """``(new value, replayed)``: None when the row is missing or the guard failed.
-
-        With a ``receipt`` the effect applies at most once per key; a repeat applies
-        nothing and returns the recorded value with ``replayed`` True.
-        """
+    def update(self, request: UpdateRequest) -> Updated:
+        """With a receipt the effect applies at most once per key; a repeat applies
+        nothing and answers the recorded value, ``replayed``."""
         ...
 
-    def claim(
-        self,
-        table: str,
-        where: Sequence[Condition],
-        match: str,
-        ordering: Ordering,
-        limit: int,
-        mutations: Sequence[Mutation],
-        claim_set: ChosenSet | None = None,
-        receipt: Receipt | None = None,
-    ) -> tuple[list[Row], bool]:
-        """``(claimed rows' new values in claim order, replayed)``.
-
-        May raise :class:`ClaimSetGone`.
-        """
+    def claim(self, request: ClaimRequest) -> Claimed:
+        """The claimed rows' new values in claim order; no row to two concurrent claims."""
         ...
 
-    def upsert(
-        self,
-        table: str,
-        key: str,
-        insert_value: dict[str, Any],
-        mutations: Sequence[Mutation],
-        receipt: Receipt | None = None,
-    ) -> tuple[tuple[bool, dict[str, Any]], bool]:
-        """``((inserted, resulting value), replayed)``."""
-        ...
+    def upsert(self, request: UpsertRequest) -> Upserted: ...
 
-    def written_query(self, table: str) -> tuple[bytes | str, list[Any]] | None:
-        """A statement returning a row once something wrote ``table``, to run on another
-        connection; None when :meth:`count_query` needs no catalog read for it (the
-        table's id is known, or the backend has no catalog)."""
-        ...
-
-    def notify_channel(self, table: str) -> str | None:
-        """The channel that writes to ``table`` notify; None where writes notify nothing."""
+    def explain_claim(self, selection: Selection, *, generic: bool = False) -> str:
+        """The database's plan for the claim's row selection."""
         ...
 
     def purge_receipts(self, limit: int) -> int:
         """Remove up to ``limit`` expired receipts; how many went."""
         ...
 
-    def explain_claim(
-        self,
-        table: str,
-        where: Sequence[Condition],
-        match: str,
-        ordering: Ordering,
-        limit: int,
-        claim_set: ChosenSet | None = None,
-        *,
-        generic: bool = False,
-    ) -> str:
-        """The database's plan for the claim's row selection."""
+    def notifications(self) -> Notifications | None:
+        """The backend's write notifications, if its writes announce themselves."""
         ...
 
     def snapshot(self) -> AbstractContextManager[Snapshot]:

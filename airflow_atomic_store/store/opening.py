@@ -52,20 +52,35 @@ def _sqlite(url: str, options: dict[str, Any]) -> Backend:
 def _postgres(url: str, options: dict[str, Any]) -> Backend:
     import psycopg
 
+    parsed = parse_postgres_url(url)
+    secrets = () if parsed.password is None else (parsed.password,)
+    return _postgres_backend(lambda: psycopg.connect(parsed.dsn), secrets, options)
+
+
+def _postgres_backend(
+    connect: Callable[[], Any], secrets: tuple[str, ...], options: dict[str, Any]
+) -> Backend:
     from airflow_atomic_store.store.postgres.backend import PostgresBackend
 
     check_options("PostgreSQL", options)
-    parsed = parse_postgres_url(url)
-    secrets = () if parsed.password is None else (parsed.password,)
     return PostgresBackend(
-        lambda: psycopg.connect(parsed.dsn),
+        connect,
         storage_table=options["storage_table"],
         lock_timeout=options.get("lock_timeout"),
         statement_timeout=options.get("statement_timeout"),
-        secrets=secrets,
-        notify=parse_notify(options.get("notify") or DEFAULT_NOTIFY),
+        secrets=tuple(secret for secret in secrets if secret),
+        notify=parse_notify(DEFAULT_NOTIFY if options.get("notify") is None else options["notify"]),
         read_only=options["read_only"],
     )
+
+
+def open_factory_backend(
+    dialect: str, connect: Callable[[], Any], secrets: tuple[str, ...], options: dict[str, Any]
+) -> Backend:
+    """A PostgreSQL backend whose connections come from ``connect()`` (the hook's)."""
+    if dialect not in ("postgresql", "postgres"):
+        raise SpecError("dialect", f"connection factories are for PostgreSQL, got {dialect!r}")
+    return _postgres_backend(connect, secrets, options)
 
 
 _BACKENDS: dict[str, Callable[[str, dict[str, Any]], Backend]] = {

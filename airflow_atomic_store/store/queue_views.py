@@ -6,7 +6,7 @@ and never claim or write a row (declaring a set builds an index, nothing more).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow_atomic_store.exceptions import SpecError
 from airflow_atomic_store.spec import (
@@ -19,18 +19,17 @@ from airflow_atomic_store.spec import (
     parse_where,
 )
 from airflow_atomic_store.spec.claim_sets import parse_claim_set
-from airflow_atomic_store.store.backend import ClaimSetGone
-
-if TYPE_CHECKING:
-    from airflow_atomic_store.store.backend import Backend
-    from airflow_atomic_store.store.claim_sets import ClaimSetCatalog
+from airflow_atomic_store.store.backend import Backend, ClaimSetGone
+from airflow_atomic_store.store.claim_sets import ClaimSetCatalog
+from airflow_atomic_store.store.requests import Selection
 
 
 class QueueViews:
     """The :class:`~airflow_atomic_store.AtomicStore` verbs that look at a queue."""
 
-    _backend: Backend
-    _claim_sets: ClaimSetCatalog
+    def __init__(self, backend: Backend, claim_sets: ClaimSetCatalog) -> None:
+        self._backend = backend
+        self._claim_sets = claim_sets
 
     def count(
         self,
@@ -65,17 +64,17 @@ class QueueViews:
         fires: once that row no longer matches, a claim has taken it, even if as
         many rows arrived meanwhile and the count did not move.
         """
-        table, conditions, mode, ordering, cap, chosen = self._backlog_spec(
-            table, where, match, at_most, order_by, direction
+        selection = self.backlog_selection(
+            table, where, match, at_most=at_most, order_by=order_by, direction=direction
         )
         try:
-            count, first = self._backend.count(table, conditions, mode, ordering, cap, chosen)
+            backlog = self._backend.count(selection)
         except ClaimSetGone:
-            self._claim_sets.forget(table)
-            count, first = self._backend.count(table, conditions, mode, ordering, cap)
-        return {"count": count, "first": first}
+            self._claim_sets.forget(selection.table)
+            backlog = self._backend.count(selection.without_set())
+        return {"count": backlog.count, "first": backlog.first}
 
-    def backlog_query(
+    def backlog_selection(
         self,
         table: str,
         where: Any = None,
@@ -84,40 +83,12 @@ class QueueViews:
         at_most: int = 1000,
         order_by: str = "createdAt",
         direction: str = "asc",
-    ) -> tuple[bytes | str, list[Any]]:
-        """:meth:`backlog`'s statement and parameters, for a connection of the caller's.
+    ) -> Selection:
+        """:meth:`backlog`'s parsed arguments and the claimable set that serves its filter.
 
-        A PostgreSQL trigger runs it on the connection it ``LISTEN``s on, so that a
-        watched table holds one connection without opening a new one per count.
-        The result row is ``(count, first key)``.
+        A PostgreSQL trigger compiles it (``Notifications.count_query``) to count on
+        the connection it ``LISTEN``s on.
         """
-        return self._backend.count_query(
-            *self._backlog_spec(table, where, match, at_most, order_by, direction)
-        )
-
-    def written_query(self, table: str) -> tuple[bytes | str, list[Any]] | None:
-        """A statement whose result has a row once something wrote ``table``; or None.
-
-        None when :meth:`backlog_query` compiles without reading the store's catalog
-        (the table was seen written, or the backend keeps none). A PostgreSQL trigger
-        watching a table nobody wrote yet runs it on its listening connection, and
-        compiles the count only once it returns a row: compiling would read the
-        catalog through the store's connection, opened and closed on every count.
-        """
-        return self._backend.written_query(parse_table(table))
-
-    def notify_channel(self, table: str) -> str | None:
-        """The channel to ``LISTEN`` on for writes to ``table``; None on SQLite.
-
-        Each storage table has its own channels, so a trigger asks the store it
-        counts through rather than naming one itself.
-        """
-        return self._backend.notify_channel(parse_table(table))
-
-    def _backlog_spec(
-        self, table: str, where: Any, match: str, at_most: int, order_by: str, direction: str
-    ) -> tuple[str, Any, str, Any, int, Any]:
-        """The backlog's parsed arguments and the claimable set that serves its filter."""
         table = parse_table(table)
         conditions, mode = parse_where(where), parse_match(match)
         cap = parse_limit(at_most, QUERY_LIMIT, field="at_most")
@@ -125,7 +96,7 @@ class QueueViews:
         chosen = self._claim_sets.for_claim(
             table, conditions, mode, ordering.column, may_declare=False
         )
-        return table, conditions, mode, ordering, cap, chosen
+        return Selection(table, conditions, mode, ordering, cap, chosen)
 
     def ensure_claim_index(
         self,
@@ -191,12 +162,9 @@ class QueueViews:
         chosen = self._claim_sets.for_claim(
             table, conditions, mode, ordering.column, may_declare=False
         )
+        selection = Selection(table, conditions, mode, ordering, count, chosen)
         try:
-            return self._backend.explain_claim(
-                table, conditions, mode, ordering, count, chosen, generic=generic
-            )
+            return self._backend.explain_claim(selection, generic=generic)
         except ClaimSetGone:
             self._claim_sets.forget(table)
-            return self._backend.explain_claim(
-                table, conditions, mode, ordering, count, generic=generic
-            )
+            return self._backend.explain_claim(selection.without_set(), generic=generic)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow_atomic_store.spec import (
     QUERY_LIMIT,
@@ -14,17 +14,17 @@ from airflow_atomic_store.spec import (
     parse_table,
     parse_where,
 )
-
-if TYPE_CHECKING:
-    from airflow_atomic_store.store.backend import Backend
-    from airflow_atomic_store.store.claim_sets import ClaimSetCatalog
+from airflow_atomic_store.store.backend import Backend
+from airflow_atomic_store.store.claim_sets import ClaimSetCatalog
+from airflow_atomic_store.store.requests import Selection
 
 
 class RowVerbs:
     """The :class:`~airflow_atomic_store.AtomicStore` verbs that read or write whole rows."""
 
-    _backend: Backend
-    _claim_sets: ClaimSetCatalog
+    def __init__(self, backend: Backend, claim_sets: ClaimSetCatalog) -> None:
+        self._backend = backend
+        self._claim_sets = claim_sets
 
     def put(self, table: str, key: str, value: dict[str, Any]) -> None:
         """Create or replace a row; a replaced row keeps its place in FIFO order."""
@@ -51,5 +51,5 @@ class RowVerbs:
         count = parse_limit(limit, QUERY_LIMIT)
         if ordering.column == "record_timestamp":
             self._claim_sets.ensure_record_order()
-        rows = self._backend.query(table, conditions, mode, ordering, count)
+        rows = self._backend.query(Selection(table, conditions, mode, ordering, count))
         return [{"key": key, "value": value} for key, value in rows]

@@ -22,8 +22,12 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_atomic_store import timestamps
-from airflow_atomic_store.exceptions import SpecError
-from airflow_atomic_store.triggers.watching import WatchArguments, counts
+from airflow_atomic_store.triggers.watching import (
+    WatchArguments,
+    counts,
+    earliest_end,
+    parse_ends,
+)
 
 
 class ClaimWaitTrigger(BaseTrigger):
@@ -51,14 +55,7 @@ class ClaimWaitTrigger(BaseTrigger):
         self.watch = WatchArguments.parse(conn_id, table, where, match, min_rows, poll_interval)
         self.deadline = deadline
         self.rerender_at = rerender_at
-        self._ends = {
-            status: _epoch(stamp, name)
-            for status, name, stamp in (
-                ("timeout", "deadline", deadline),
-                ("rerender", "rerender_at", rerender_at),
-            )
-            if stamp is not None
-        }
+        self._ends = parse_ends(deadline=deadline, rerender_at=rerender_at)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -68,10 +65,7 @@ class ClaimWaitTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         watch = self.watch
-        status, deadline = "timeout", None
-        if self._ends:  # the earliest end; at a tie the deadline's (the task claims once more)
-            status, at = min(self._ends.items(), key=lambda end: (end[1], end[0] != "timeout"))
-            deadline = time.monotonic() + max(0.0, at - time.time())
+        status, deadline = earliest_end(self._ends)
         async with aclosing(counts(watch, self.log, deadline=deadline)) as stream:
             async for count, _, _ in stream:
                 if count >= watch.min_rows:
@@ -87,11 +81,3 @@ class ClaimWaitTrigger(BaseTrigger):
         return TriggerEvent(
             {"status": status, "table": self.watch.table, "count": count, "at": timestamps.now()}
         )
-
-
-def _epoch(stamp: str, field: str) -> float:
-    try:
-        moment = timestamps.parse_timestamp(stamp)
-    except (TypeError, ValueError) as exc:
-        raise SpecError(field, f"must be a canonical UTC timestamp, got {stamp!r}") from exc
-    return moment.timestamp()

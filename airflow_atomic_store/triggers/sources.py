@@ -7,12 +7,12 @@ how many rows match now (``count``), and "wait until something may have changed,
 * Counting is the store's own ``count`` (its where compiler, its claimable sets),
   run in a worker thread with ``asyncio.to_thread``: one SQL dialect for where
   clauses, and the triggerer's event loop never waits on the database.
-* Waking is per backend. PostgreSQL: a ``psycopg.AsyncConnection`` that
-  ``LISTEN``s on the table's channel (``store/notify.py``), which the store's
-  writes notify when they commit; when that connection is lost, the source falls
-  back to sleeping and tries to listen again every second of each later wait
-  (``RECONNECT_SECONDS``), counting as soon as it listens. SQLite has no
-  notifications: ``wait`` sleeps, so the trigger polls.
+* Waking is per backend, asked of it (``Backend.notifications``). PostgreSQL: the
+  backend's listener (``store/postgres/listener.py``) ``LISTEN``s on the table's
+  channel, which the store's writes notify when they commit; when that connection
+  is lost, the source falls back to sleeping and tries to listen again every
+  second of each later wait (``RECONNECT_SECONDS``), counting as soon as it
+  listens. SQLite has no notifications: ``wait`` sleeps, so the trigger polls.
 
 So on PostgreSQL a watched table holds one connection, the ``LISTEN`` one, and
 counts on it too: the store compiles the count (its where compiler, its claimable
@@ -33,21 +33,20 @@ import time
 from typing import Any, Protocol
 
 from airflow_atomic_store.compat import aget_connection
-from airflow_atomic_store.exceptions import ConnectionConfigError
+from airflow_atomic_store.exceptions import ConnectionConfigError, StoreUnavailableError
 from airflow_atomic_store.hooks.atomic_store import (
-    _missing_message,
+    missing_connection_message,
     postgres_connect_args,
     store_from_connection,
 )
 from airflow_atomic_store.spec.conditions import evaluate, parse_where
 from airflow_atomic_store.spec.watch import COUNT_CAP
 from airflow_atomic_store.store import AtomicStore
-from airflow_atomic_store.store.backend import counted
+from airflow_atomic_store.store.notify import Listener, Notifications
+from airflow_atomic_store.store.plumbing import plumbing
 
 log = logging.getLogger(__name__)
 
-#: After the first notification, how long more may arrive and be folded into one count.
-COALESCE_SECONDS = 0.005
 #: While the listening connection is lost, how often a wait tries to listen again.
 RECONNECT_SECONDS = 1.0
 
@@ -77,13 +76,14 @@ async def open_source(conn_id: str, watch: Watched) -> RowSource:
     except Exception as exc:  # AirflowNotFoundException, whichever line it comes from
         if type(exc).__name__ != "AirflowNotFoundException":
             raise
-        raise ConnectionConfigError(_missing_message(conn_id)) from exc
+        raise ConnectionConfigError(missing_connection_message(conn_id)) from exc
     store = await asyncio.to_thread(store_from_connection, conn_id, conn)
+    notifications = plumbing(store).notifications
     listen_args = await asyncio.to_thread(postgres_connect_args, conn_id, conn)
-    channel = store.notify_channel(watch.table)
-    if listen_args is None or channel is None:
+    if listen_args is None or notifications is None:
         return PollingSource(store, watch)
-    return ListeningSource(store, watch, listen_args, channel)
+    listener = notifications.listener(watch.table, listen_args)
+    return ListeningSource(store, watch, notifications, listener)
 
 
 class Watched(Protocol):
@@ -134,9 +134,11 @@ class PollingSource:
         return await asyncio.to_thread(self._matches, key)
 
     def _matches(self, key: str) -> bool:
-        watch = self._watch
-        value = self._store.get(watch.table, key)
-        return value is not None and evaluate(parse_where(watch.where), watch.match, value)
+        value = self._store.get(self._watch.table, key)
+        return value is not None and self._satisfies(value)
+
+    def _satisfies(self, value: dict[str, Any]) -> bool:
+        return evaluate(parse_where(self._watch.where), self._watch.match, value)
 
     async def wait(self, timeout: float) -> None:
         await asyncio.sleep(timeout)
@@ -150,58 +152,63 @@ class PollingSource:
 
 
 class ListeningSource(PollingSource):
-    """PostgreSQL: wakes on the table's notifications, with the sleep as the fallback."""
+    """Wakes on the table's notifications, with the sleep as the fallback (PostgreSQL)."""
 
     def __init__(
-        self, store: AtomicStore, watch: Watched, connect_args: dict[str, Any], channel: str
+        self,
+        store: AtomicStore,
+        watch: Watched,
+        notifications: Notifications,
+        listener: Listener,
     ) -> None:
         super().__init__(store, watch)
-        self._connect_args = connect_args
-        self._channel = channel
-        self._listener: Any = None  # psycopg.AsyncConnection while it listens
+        self._notifications = notifications
+        self._listener = listener
         self._unreachable = False  # failed to listen since it last listened: log once
 
     async def start(self) -> None:
         await self._listening()
 
     async def count(self) -> tuple[int, str | None]:
-        import psycopg
-
-        listener = self._listener
-        if listener is None or listener.closed:
+        if not self._listener.listening:
             return await super().count()  # through the store's connection, closed after
         try:
-            if not await self._written(listener):
+            lookup = self._notifications.written_query(self._watch.table)
+            if not await self._listener.written(lookup):
                 return 0, None  # nothing wrote the table yet: nothing matches
             statement, params = await asyncio.to_thread(self._count_query)
-            row = await (await listener.execute(statement, params)).fetchone()
-        except psycopg.Error as exc:
-            log.warning("atomic store trigger: lost the LISTEN connection (%s); polling", exc)
-            await self._drop_listener()
+            backlog = await self._listener.count(statement, params)
+        except StoreUnavailableError as exc:
+            log.warning("atomic store trigger: %s; polling", exc)
             return await super().count()
-        return counted(row)
+        return backlog.count, backlog.first
 
-    async def _written(self, listener: Any) -> bool:
-        """Whether the table was written, asked on the listening connection while unknown.
-
-        So a table nobody wrote yet costs no connection per count, and one written
-        later (by any writer, notifying or not) is found at the next count.
-        """
-        import psycopg
-
-        lookup = self._store.written_query(self._watch.table)
-        if lookup is None:
-            return True
+    async def matches(self, key: str) -> bool:
+        """On the listening connection: a trigger waiting for one row's guard reads it on
+        every wake-up, which through the store would open a connection each time."""
+        if not self._listener.listening:
+            return await super().matches(key)
+        table = self._watch.table
         try:
-            found = await (await listener.execute(*lookup)).fetchone()
-        except psycopg.errors.UndefinedTable:  # no store schema yet: the store's count makes it
-            return True
-        return found is not None
+            if not await self._listener.written(self._notifications.written_query(table)):
+                return False  # nothing wrote the table yet: the row is not there
+            statement, params = await asyncio.to_thread(self._value_query, key)
+            row = await self._listener.fetch_one(statement, params)
+        except StoreUnavailableError as exc:
+            log.warning("atomic store trigger: %s; polling", exc)
+            return await super().matches(key)
+        return row is not None and self._satisfies(row[0])
 
-    def _count_query(self) -> tuple[Any, list[Any]]:
+    def _value_query(self, key: str) -> tuple[bytes, list[Any]]:
+        try:
+            return self._notifications.value_query(self._watch.table, key)
+        finally:  # reading the catalog may have opened it; it reconnects when next needed
+            self._store.close()
+
+    def _count_query(self) -> tuple[bytes, list[Any]]:
         watch = self._watch
         try:
-            return self._store.backlog_query(
+            selection = plumbing(self._store).queues.backlog_selection(
                 watch.table,
                 watch.where,
                 watch.match,
@@ -209,6 +216,7 @@ class ListeningSource(PollingSource):
                 order_by=watch.order_by,
                 direction=watch.direction,
             )
+            return self._notifications.count_query(selection)
         finally:  # reading the catalog may have opened it; it reconnects when next needed
             self._store.close()
 
@@ -225,72 +233,41 @@ class ListeningSource(PollingSource):
             self._store.close()
 
     async def wait(self, timeout: float) -> None:
-        import psycopg
-
-        listener = self._listener
-        if listener is None or listener.closed:
+        if not self._listener.listening:
             # Retry within the wait, not once per wait: a server back after a second
             # would otherwise be listened to only after a whole poll_interval, and
             # writes meanwhile wait for that poll (59 s of 60 after a restart).
             deadline = time.monotonic() + timeout
-            while await self._listening() is None:
+            while not await self._listening():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
                 await asyncio.sleep(min(RECONNECT_SECONDS, left))
             return  # listening again: count at once, writes may have come meanwhile
         try:
-            woken = False
-            async for _ in listener.notifies(timeout=timeout, stop_after=1):
-                woken = True
-            if woken:  # fold a burst into one count: take what arrived just behind it
-                # (not inside the loop above: each notifies() holds the connection's lock)
-                async for _ in listener.notifies(timeout=COALESCE_SECONDS):
-                    pass
-        except psycopg.Error as exc:
-            log.warning("atomic store trigger: lost the LISTEN connection (%s); polling", exc)
-            await self._drop_listener()
+            await self._listener.wait(timeout)
+        except StoreUnavailableError as exc:
+            log.warning("atomic store trigger: %s; polling", exc)
 
-    async def _listening(self) -> Any:
-        """The listening connection, connected (and ``LISTEN`` issued) if it is not."""
-        import psycopg
-        from psycopg import sql
-
-        if self._listener is not None and not self._listener.closed:
-            return self._listener
+    async def _listening(self) -> bool:
+        """Whether it listens now (connected and ``LISTEN`` issued, if it was not)."""
+        if self._listener.listening:
+            return True
         try:
-            listener = await psycopg.AsyncConnection.connect(**self._connect_args, autocommit=True)
-        except psycopg.Error as exc:
-            self._cannot_listen("cannot LISTEN", exc)
-            return None
-        try:
-            await listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
-        except psycopg.Error as exc:
-            await listener.close()
-            self._cannot_listen("LISTEN failed", exc)
-            return None
+            await self._listener.listen()
+        except StoreUnavailableError as exc:
+            # One warning per outage (a wait retries every second), the rest at debug level.
+            level = logging.DEBUG if self._unreachable else logging.WARNING
+            log.log(level, "atomic store trigger: %s; polling", exc)
+            self._unreachable = True
+            return False
         if self._unreachable:
             log.info("atomic store trigger: listening again")
-        self._listener, self._unreachable = listener, False
-        return listener
-
-    def _cannot_listen(self, what: str, exc: Exception) -> None:
-        """One warning per outage (a wait retries every second), the rest at debug level."""
-        log.log(
-            logging.DEBUG if self._unreachable else logging.WARNING,
-            "atomic store trigger: %s (%s); polling",
-            what,
-            exc,
-        )
-        self._unreachable = True
-
-    async def _drop_listener(self) -> None:
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            await listener.close()
+        self._unreachable = False
+        return True
 
     async def close(self) -> None:
         try:
             await super().close()
         finally:
-            await self._drop_listener()
+            await self._listener.close()

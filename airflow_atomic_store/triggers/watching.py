@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from airflow_atomic_store import timestamps
 from airflow_atomic_store.exceptions import SpecError, StoreUnavailableError
 from airflow_atomic_store.spec.options import ORDER_COLUMNS, parse_ordering
 from airflow_atomic_store.spec.watch import parse_seconds, parse_watch
-from airflow_atomic_store.triggers.sources import open_source
+from airflow_atomic_store.triggers.sources import RowSource, open_source
+
+Observed = TypeVar("Observed")
 
 
 @dataclass(frozen=True)
@@ -97,15 +101,34 @@ async def counts(
 
     The first key is the one a claim in ``watch``'s order takes next;
     ``still_matches(key)`` asks whether a row (one announced earlier) is still
-    work, through the same source.
+    work, through the same source. See :func:`observations` for outages and
+    ``deadline``.
+    """
+    async with aclosing(observations(watch, log, _count, deadline=deadline)) as stream:
+        async for backlog, source in stream:
+            yield (*backlog, source.matches)
 
-    A database outage is waited out (one warning, then a count every
+
+async def _count(source: RowSource) -> tuple[int, str | None]:
+    return await source.count()
+
+
+async def observations(
+    watch: WatchArguments,
+    log: Any,
+    probe: Callable[[RowSource], Awaitable[Observed]],
+    *,
+    deadline: float | None = None,
+) -> AsyncGenerator[tuple[Observed, RowSource], None]:
+    """``probe(source)`` now, then after every wake-up, forever, with the source.
+
+    A database outage is waited out (one warning, then a probe every
     ``poll_interval``): a trigger that raised would stop watching. Errors a retry
     cannot fix (access denied, a missing connection) are raised.
     ``deadline`` (``time.monotonic()``) bounds every wait, so a caller with a
-    deadline gets a count at it; when the store is unavailable at the deadline
-    the stream ends instead (the caller's deadline has come, count or not: an
-    outage must not hold a waiting claim past it, nor retry with no pause).
+    deadline gets an observation at it; when the store is unavailable at the
+    deadline the stream ends instead (the caller's deadline has come: an outage
+    must not hold a wait past it, nor retry with no pause).
     Use it in ``contextlib.aclosing`` so the connections close as soon as the
     caller stops.
     """
@@ -115,11 +138,11 @@ async def counts(
         outage = False
         while True:
             try:
-                backlog = await source.count()
+                observed = await probe(source)
             except StoreUnavailableError as exc:
                 if not outage:
                     log.warning(
-                        "atomic store unavailable (%s); counting again every %ss",
+                        "atomic store unavailable (%s); trying again every %ss",
                         exc,
                         watch.poll_interval,
                     )
@@ -132,10 +155,39 @@ async def counts(
             if outage:
                 log.info("atomic store reachable again")
                 outage = False
-            yield (*backlog, source.matches)
+            yield observed, source
             await source.wait(_bounded(watch.poll_interval, deadline))
     finally:
         await source.close()
+
+
+def earliest_end(ends: Mapping[str, float]) -> tuple[str, float | None]:
+    """A one-shot wait's end: the earliest of ``ends`` (``{status: epoch seconds}``) as
+    ``(status, time.monotonic() deadline)``; at a tie the timeout (the task tries once
+    more), and ``("timeout", None)`` when there is none."""
+    if not ends:
+        return "timeout", None
+    status, at = min(ends.items(), key=lambda end: (end[1], end[0] != "timeout"))
+    return status, time.monotonic() + max(0.0, at - time.time())
+
+
+def parse_ends(**stamps: str | None) -> dict[str, float]:
+    """``{status: epoch seconds}`` of a wait's canonical timestamps (None: no such end).
+
+    The arguments are named after the trigger's fields: ``deadline`` ends as
+    ``timeout``, ``rerender_at`` as ``rerender``.
+    """
+    statuses = {"deadline": "timeout", "rerender_at": "rerender"}
+    ends = {}
+    for field, stamp in stamps.items():
+        if stamp is None:
+            continue
+        try:
+            moment = timestamps.parse_timestamp(stamp)
+        except (TypeError, ValueError) as exc:
+            raise SpecError(field, f"must be a canonical UTC timestamp, got {stamp!r}") from exc
+        ends[statuses[field]] = moment.timestamp()
+    return ends
 
 
 def _bounded(seconds: float, deadline: float | None) -> float:

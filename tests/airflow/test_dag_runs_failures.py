@@ -16,9 +16,9 @@ from airflow_atomic_store import (
 )
 from devkit.dagrun import DagRunResult, new_dag
 from devkit.postgres_server import PostgresServer
+from tests.support.specs import THREE_RETRIES as RETRYING
 
 RunDag = Callable[..., DagRunResult]
-RETRYING = {"retries": 3, "retry_delay": timedelta(0)}
 
 
 def test_invalid_specs_and_impossible_mutations_fail_at_once_without_retries(

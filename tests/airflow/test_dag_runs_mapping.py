@@ -9,9 +9,9 @@ from airflow.sdk import task
 
 from airflow_atomic_store import AtomicClaimOperator, AtomicStore, AtomicUpdateOperator
 from devkit.dagrun import DagRunResult, new_dag
+from tests.support.specs import PENDING
 
 RunDag = Callable[..., DagRunResult]
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
 MINE = [{"field": "claimedBy", "operator": "equals", "value": "{{ atomic.execution_id }}"}]
 
 

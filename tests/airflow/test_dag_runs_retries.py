@@ -7,7 +7,6 @@ raising on try 1, as a worker lost after the commit would), and Airflow retries.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,11 +18,9 @@ from airflow_atomic_store import (
     AtomicUpsertOperator,
 )
 from devkit.dagrun import DagRunResult, new_dag
+from tests.support.specs import INCREMENT, ONE_RETRY, PENDING
 
 RunDag = Callable[..., DagRunResult]
-ONE_RETRY = {"retries": 1, "retry_delay": timedelta(0)}
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
-INCREMENT = [{"field": "n", "operation": "increment", "value": 1}]
 
 
 def lost_after_commit(context: Any, result: Any = None) -> None:

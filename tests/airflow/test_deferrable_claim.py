@@ -18,9 +18,9 @@ from airflow.sdk import task
 from airflow_atomic_store import AtomicClaimOperator, AtomicStore, SpecError
 from devkit.dagrun import DagRunResult, new_dag
 from tests.support import late_writer
+from tests.support.specs import PENDING
 
 RunDag = Callable[..., DagRunResult]
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
 
 
 def _claim(store_conn: str, **kwargs: object) -> AtomicClaimOperator:
@@ -156,9 +156,9 @@ def test_a_wait_whose_where_read_the_clock_renders_it_again_and_claims_the_row_i
     only once the clock passes its ``claimedAt``, with no write to wake the trigger.
     Its first rendering never matches; each rerender (every 1 s here) moves the cutoff."""
     from airflow_atomic_store import timestamps
-    from airflow_atomic_store.operators import claim as claim_module
+    from airflow_atomic_store.operators import waiting
 
-    monkeypatch.setattr(claim_module, "RERENDER_SECONDS", 1.0)
+    monkeypatch.setattr(waiting, "RERENDER_SECONDS", 1.0)
     stale_at = timestamps.shifted(timedelta(seconds=3))
     with AtomicStore(store_url) as store:
         store.put("jobs", "lost", {"status": "in_flight", "claimedAt": stale_at})

@@ -24,6 +24,7 @@ from airflow_atomic_store import (
 )
 from airflow_atomic_store.hooks.atomic_store import STORE_VERBS
 from devkit.postgres_server import PostgresServer
+from tests.support.specs import IS_PENDING as PENDING
 
 
 def define(monkeypatch: pytest.MonkeyPatch, conn_id: str, value: str | dict) -> None:
@@ -63,9 +64,6 @@ def test_the_hook_offers_every_verb_of_the_store(store_conn: str) -> None:
         )
         assert hook.drop_claim_set(index) is True
         assert hook.claim_sets() == []
-
-
-PENDING = {"field": "status", "operator": "equals", "value": "pending"}
 
 
 def test_the_hooks_verbs_are_the_stores_with_the_stores_signatures() -> None:
@@ -203,7 +201,7 @@ def _activity(hook: AtomicStoreHook) -> list[dict]:
     """application_name of every session on the hook's database, read through a second hook."""
     import psycopg
 
-    store_connection = hook.store._backend._connection  # type: ignore[attr-defined]
+    store_connection = hook.store._backend.connection._connection  # type: ignore[attr-defined]
     info = store_connection.info
     with psycopg.connect(
         host=info.host, port=info.port, user=info.user, dbname=info.dbname
@@ -228,7 +226,7 @@ def test_the_prepare_threshold_extra_turns_statement_preparing_off_for_pgbouncer
         for n in range(10):
             hook.put("t", f"k{n}", {"status": "pending"})
             hook.atomic_claim("t", where=pending, limit=1, execution_id="d/r")
-        connection = hook.store._backend._connection  # type: ignore[attr-defined]
+        connection = hook.store._backend.connection._connection  # type: ignore[attr-defined]
         prepared = connection.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
         assert prepared == (0,)
         assert len(hook.query("t", where={**pending, "value": "in_flight"})) == 10

@@ -9,9 +9,9 @@ import pytest
 
 from airflow_atomic_store import AtomicStore, MutationError
 from tests.support.physical import give_all_rows_the_same_timestamps
+from tests.support.specs import PENDING
 
 CANONICAL = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
 
 
 def enqueue(store: AtomicStore, table: str, keys: list[str], **extra: object) -> None:

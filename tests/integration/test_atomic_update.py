@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_atomic_store import AtomicStore, MutationError
-
-TOKENS_LEFT = [{"field": "tokens", "operator": "gt", "value": 0}]
-TAKE_ONE = [{"field": "tokens", "operation": "increment", "value": -1}]
+from tests.support.specs import HAS_TOKENS as TOKENS_LEFT
+from tests.support.specs import TAKE_TOKEN as TAKE_ONE
 
 
 def test_update_applies_when_the_guard_matches(store: AtomicStore) -> None:

@@ -22,8 +22,7 @@ import pytest
 from airflow_atomic_store import AtomicStore
 from airflow_atomic_store.timestamps import shifted
 from tests.support.physical import journal_mode, nowhere_url, store_objects
-
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
+from tests.support.specs import PENDING
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_atomic_store import AtomicStore, SpecError
-
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
+from tests.support.specs import PENDING
 
 
 def test_count_counts_only_rows_matching_where_in_that_table(store: AtomicStore) -> None:

@@ -20,11 +20,8 @@ from airflow_atomic_store import AtomicStore, IdempotencyKeyError, SpecError
 from airflow_atomic_store.store.receipts import MAX_RETENTION_SECONDS
 from devkit.processes import run_in_processes
 from tests.support.physical import give_all_rows_the_same_timestamps
-
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
-INCREMENT = [{"field": "n", "operation": "increment", "value": 1}]
-TAKE = [{"field": "tokens", "operation": "increment", "value": -1}]
-HAS_TOKENS = [{"field": "tokens", "operator": "gt", "value": 0}]
+from tests.support.specs import HAS_TOKENS, INCREMENT, PENDING
+from tests.support.specs import TAKE_TOKEN as TAKE
 
 
 def _queue(store: AtomicStore, rows: int = 6) -> None:

@@ -3,20 +3,19 @@
 Counts are checked against what the rows hold (and, in
 ``tests/property/test_inspection_agrees_with_the_oracle.py``, against the
 reference evaluator over random rows); "read-only" is checked by dumping
-every table and index the store keeps before and after.
+every table and index the store keeps before and after
+(tests/support/queue_state.py). A store opened ``read_only=True`` is in
+test_read_only_store.py.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import closing
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from airflow_atomic_store import AtomicStore, AtomicStoreError, ConnectionConfigError, SpecError
+from airflow_atomic_store import AtomicStore, SpecError
 from airflow_atomic_store.inspection import (
     InFlightRow,
     InspectedRow,
@@ -25,29 +24,9 @@ from airflow_atomic_store.inspection import (
     TableStats,
     TableSummary,
 )
-from airflow_atomic_store.timestamps import format_timestamp, utc_now
-from tests.support.physical import PHYSICAL_TABLE, journal_mode, nowhere_url, store_objects
-
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
-NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=timezone.utc)
-
-
-def at(minutes_ago: float) -> str:
-    return format_timestamp(NOW - timedelta(minutes=minutes_ago))
-
-
-def fixed_clock() -> datetime:
-    return NOW
-
-
-def seed_queue(store: AtomicStore) -> None:
-    """3 pending, 3 in flight (claimed 1, 20 and 90 minutes before NOW), 2 done."""
-    for key in ("p1", "p2", "p3"):
-        store.put("jobs", key, {"status": "pending"})
-    for key, minutes, by in (("f1", 1, "dag/run-a"), ("f2", 20, "dag/run-b"), ("f3", 90, "d/c")):
-        store.put("jobs", key, {"status": "in_flight", "claimedAt": at(minutes), "claimedBy": by})
-    for key in ("d1", "d2"):
-        store.put("jobs", key, {"status": "done"})
+from airflow_atomic_store.timestamps import utc_now
+from tests.support.queue_state import NOW, at, dump, fixed_clock, seed_queue
+from tests.support.specs import PENDING
 
 
 def test_tables_lists_every_logical_table_with_its_row_count_sorted(store: AtomicStore) -> None:
@@ -274,45 +253,6 @@ def test_bad_arguments_raise_spec_error_naming_the_field_before_any_io(
 # -- read-only ------------------------------------------------------------------------------
 
 
-def dump(url: str) -> dict[str, Any]:
-    """Every table the store keeps, row by row, and every index: the whole physical state."""
-    if url.startswith("sqlite:///"):
-        with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
-            objects = conn.execute(
-                "SELECT type, name, sql FROM sqlite_master ORDER BY name"
-            ).fetchall()
-            tables = [name for kind, name, _ in objects if kind == "table"]
-            contents = {
-                name: sorted(map(repr, conn.execute(f'SELECT * FROM "{name}"'))) for name in tables
-            }
-        return {"objects": objects, "contents": contents}
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        indexes = conn.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
-            "ORDER BY 1"
-        ).fetchall()
-        tables = [
-            name
-            for (name,) in conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1"
-            )
-        ]
-        contents = {
-            name: sorted(
-                str(row[0])
-                for row in conn.execute(
-                    psycopg.sql.SQL("SELECT to_jsonb(t)::text FROM {} AS t").format(
-                        psycopg.sql.Identifier(name)
-                    )
-                )
-            )
-            for name in tables
-        }
-    return {"objects": indexes, "contents": contents}
-
-
 def test_no_inspection_writes_anything(store: AtomicStore, store_url: str) -> None:
     seed_queue(store)
     store.atomic_claim("jobs", where=PENDING, limit=1, idempotency_key="first")
@@ -398,118 +338,3 @@ def test_table_names_needing_quotes_are_inspected_like_any_other(
     assert stats.oldest_pending_age is not None
     assert [row.key for row in inspector.stale(table, older_than=timedelta(minutes=10))] == ["f"]
     assert TableSummary(table, 2) in inspector.tables()
-
-
-# -- opened read-only ------------------------------------------------------------------------
-
-
-def test_a_read_only_store_where_none_is_is_an_error_and_nothing_is_created(
-    store_url: str, tmp_path: Path
-) -> None:
-    url = nowhere_url(store_url, tmp_path)
-    with AtomicStore(url, read_only=True) as missing:
-        inspector = StoreInspector(missing)
-        for look in (inspector.tables, lambda: inspector.stats("jobs")):
-            with pytest.raises(ConnectionConfigError, match=r"no (SQLite|atomic) store"):
-                look()
-    assert store_objects(url) == ([] if url == store_url else None)
-    assert not (tmp_path / "nested").exists()
-
-
-def test_a_read_only_store_reads_what_writers_wrote_and_changes_nothing(
-    store: AtomicStore, store_url: str
-) -> None:
-    seed_queue(store)
-    before = dump(store_url)
-    with AtomicStore(store_url, read_only=True) as reader:
-        inspector = StoreInspector(reader, clock=fixed_clock)
-        assert inspector.tables() == [TableSummary("jobs", 8)]
-        assert inspector.stats("jobs", stale_after=timedelta(minutes=30)).stale_count == 1
-        assert [row.key for row in inspector.rows("jobs", where=PENDING).rows] == ["p1", "p2", "p3"]
-        assert reader.explain_claim("jobs", where=PENDING).strip()
-        assert inspector.stats("never_written").rows == 0
-        for write in (
-            lambda: reader.put("jobs", "x", {"status": "pending"}),
-            lambda: reader.atomic_claim("jobs", where=PENDING, limit=1),
-            lambda: reader.put("new_table", "x", {}),
-        ):
-            with pytest.raises(AtomicStoreError):
-                write()
-    assert dump(store_url) == before
-
-
-def test_a_read_only_store_orders_by_record_timestamp_without_building_its_index(
-    store: AtomicStore, store_url: str
-) -> None:
-    """It tried to build the index the first ordering by ``recordTimestamp`` wants, and
-    failed (PostgreSQL: "current transaction is aborted"; SQLite: "opened read-only")."""
-    seed_queue(store)
-    store.put("jobs", "p2", {"status": "pending", "touched": True})  # now the newest write
-    before = store_objects(store_url)
-    with AtomicStore(store_url, read_only=True) as reader:
-        newest = reader.query("jobs", order_by="recordTimestamp", direction="desc", limit=1)
-        assert [row["key"] for row in newest] == ["p2"]
-        assert reader.get("jobs", "p2") == {"status": "pending", "touched": True}
-    assert store_objects(store_url) == before
-
-
-def test_a_read_only_store_with_a_mistyped_storage_table_is_an_error_and_creates_nothing(
-    store: AtomicStore, store_url: str
-) -> None:
-    store.put("jobs", "a", {"status": "pending"})
-    before = store_objects(store_url)
-    with (
-        AtomicStore(store_url, storage_table="typo_rows", read_only=True) as reader,
-        pytest.raises(ConnectionConfigError, match="no table 'typo_rows'"),
-    ):
-        StoreInspector(reader).tables()
-    assert store_objects(store_url) == before
-
-
-def test_a_read_only_store_leaves_a_sqlite_file_that_is_not_a_store_as_it_was(
-    tmp_path: Path,
-) -> None:
-    """Another program's database (Airflow's own SQLite metadata DB, given by mistake)."""
-    path = tmp_path / "airflow.db"
-    with closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute("CREATE TABLE dag (dag_id TEXT)")
-    with (
-        AtomicStore(f"sqlite:///{path}", read_only=True) as reader,
-        pytest.raises(ConnectionConfigError, match="no atomic store in"),
-    ):
-        StoreInspector(reader).tables()
-    assert store_objects(f"sqlite:///{path}") == ["dag"]
-    assert journal_mode(path) == "delete"
-
-
-def test_read_only_must_be_true_or_false() -> None:
-    with pytest.raises(SpecError, match="read_only"):
-        AtomicStore("sqlite:////tmp/x.db", read_only="yes")  # type: ignore[arg-type]
-
-
-@pytest.mark.postgres
-@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
-def test_a_first_layout_postgres_store_is_reported_not_converted_by_a_read_only_store(
-    store_url: str,
-) -> None:
-    import psycopg
-
-    from airflow_atomic_store.store.postgres import schema
-
-    with psycopg.connect(store_url, autocommit=True) as conn:
-        conn.execute(
-            f"CREATE TABLE {PHYSICAL_TABLE} (table_name text NOT NULL, key text NOT NULL, "
-            "value jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now(), "
-            "record_timestamp timestamptz NOT NULL DEFAULT now(), "
-            "PRIMARY KEY (table_name, key))".encode()
-        )
-        conn.execute(schema.SETS_DDL.format(sets=schema.sets_table(PHYSICAL_TABLE)).encode())
-        conn.execute(f"INSERT INTO {PHYSICAL_TABLE} VALUES ('jobs', 'a', '{{}}')".encode())
-    before = dump(store_url)
-    with (
-        AtomicStore(store_url, read_only=True) as reader,
-        pytest.raises(AtomicStoreError, match="first layout") as raised,
-    ):
-        StoreInspector(reader).tables()
-    assert not isinstance(raised.value, ConnectionConfigError)
-    assert dump(store_url) == before

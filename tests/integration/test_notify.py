@@ -11,10 +11,9 @@ from psycopg import sql
 from airflow_atomic_store import AtomicStore, SpecError
 from airflow_atomic_store.store.notify import channel_for
 from devkit.postgres_server import PostgresServer
+from tests.support.specs import PENDING
 
 pytestmark = pytest.mark.postgres
-
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
 
 
 @pytest.fixture

@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 
 from airflow_atomic_store import AtomicStore, AtomicStoreError, SpecError
-
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
-BUMP = [{"field": "n", "operation": "increment", "value": 1}]
+from tests.support.specs import INCREMENT as BUMP
+from tests.support.specs import PENDING
 
 BAD_CALLS: dict[str, Callable[[AtomicStore], Any]] = {
     "unknown-operator": lambda s: s.atomic_update(

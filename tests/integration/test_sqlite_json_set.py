@@ -74,7 +74,9 @@ def traced(store: AtomicStore) -> list[str]:
     """Every statement the store's connection runs from now on."""
     store.get("t", "open the connection")
     statements: list[str] = []
-    store._backend._connection.set_trace_callback(statements.append)  # type: ignore[attr-defined]
+    store._backend.connection._connection.set_trace_callback(  # type: ignore[attr-defined]
+        statements.append
+    )
     return statements
 
 

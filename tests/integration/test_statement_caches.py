@@ -14,8 +14,7 @@ import pytest
 from airflow_atomic_store import AtomicStore
 from airflow_atomic_store.store import claim_sets
 from tests.support.physical import PHYSICAL_TABLE
-
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
+from tests.support.specs import PENDING
 
 
 def _queue(store: AtomicStore, table: str, done: int, pending: int) -> None:

@@ -15,8 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from airflow_atomic_store import AtomicStore, StoreUnavailableError
-
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
+from tests.support.specs import PENDING
 
 
 @contextmanager
@@ -448,13 +447,3 @@ def drop_set_while_building(barrier: Any, url: str) -> dict[str, Any]:
             time.sleep(0.01)
         state = listed[0]["state"]
         return {"state": state, "dropped": store.drop_claim_set(listed[0]["name"])}
-
-
-def open_and_count(barrier: Any, url: str, options: dict[str, Any]) -> Any:
-    """Open the store (its first call converts a first-layout table); count the queue."""
-    barrier.wait(timeout=60)
-    try:
-        with AtomicStore(url, **options) as store:
-            return store.count("queue", where=PENDING)
-    except Exception as exc:
-        return repr(exc)

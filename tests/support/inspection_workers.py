@@ -13,9 +13,9 @@ from typing import Any
 
 from airflow_atomic_store import AtomicStore
 from airflow_atomic_store.inspection import StoreInspector
+from tests.support.specs import PENDING
+from tests.support.specs import SET_DONE as DONE
 
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
-DONE = [{"field": "status", "operation": "set", "value": "done"}]
 #: The inspector says here that it saw rows in flight. The worker holds its first batch
 #: until then: a worker that drains the whole queue within one time slice of a busy
 #: machine left the inspector seeing only "all pending" and "all done".

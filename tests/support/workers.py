@@ -13,8 +13,7 @@ import time
 from typing import Any
 
 from airflow_atomic_store import AtomicStore
-
-PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
+from tests.support.specs import PENDING
 
 
 def _open(url: str, table: str) -> AtomicStore:

@@ -7,38 +7,50 @@ materialised CTE with ``FOR UPDATE SKIP LOCKED`` (losers step past rows
 another claimer holds) and marks them in the same statement. Upsert is
 ``INSERT … ON CONFLICT DO UPDATE``; ``xmax = 0`` on the returned row tells an
 insert from an update.
+
+The backend *has* a connection (``connection.py``: opened lazily, schema
+ensured, errors translated) and a statement compiler (``statements.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any
 
 from airflow_atomic_store.exceptions import StoreUnavailableError
-from airflow_atomic_store.spec import Condition, Mutation, Ordering
 from airflow_atomic_store.spec.claim_sets import ClaimSet
-from airflow_atomic_store.store.backend import (
-    Row,
-    check_storage_table,
-    counted,
-    decoded,
-    in_claim_order,
-)
-from airflow_atomic_store.store.claim_sets import ChosenSet, Origin, StoredSet
+from airflow_atomic_store.store.backend import check_storage_table, decoded, in_claim_order
+from airflow_atomic_store.store.claim_sets import Origin, StoredSet
 from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, NOTIFY_MODES, channel_for
 from airflow_atomic_store.store.postgres import claim_sets, receipts, schema
 from airflow_atomic_store.store.postgres.connection import Connect, PostgresConnection
 from airflow_atomic_store.store.postgres.explain import explain
 from airflow_atomic_store.store.postgres.jsonb import jsonb
+from airflow_atomic_store.store.postgres.listener import PostgresListener
 from airflow_atomic_store.store.postgres.mutation_sql import mutations_sql
 from airflow_atomic_store.store.postgres.statements import StatementCompiler
 from airflow_atomic_store.store.postgres.tables import TableIds
 from airflow_atomic_store.store.receipts import Receipt
+from airflow_atomic_store.store.requests import (
+    Backlog,
+    Claimed,
+    ClaimRequest,
+    Row,
+    Selection,
+    Updated,
+    UpdateRequest,
+    Upserted,
+    UpsertRequest,
+)
 from airflow_atomic_store.store.snapshot import Snapshot
 
+#: Seed statements a seed may take while other sessions insert and delete its row.
+_SEED_ATTEMPTS = 100
 
-class PostgresBackend(PostgresConnection):
+
+class PostgresBackend:
     """Runs each primitive as one statement on a single lazily-opened connection."""
 
     def __init__(
@@ -52,16 +64,19 @@ class PostgresBackend(PostgresConnection):
         notify: frozenset[str] = NOTIFY_MODES[DEFAULT_NOTIFY],
         read_only: bool = False,
     ) -> None:
-        table_name = check_storage_table(storage_table)
-        super().__init__(
+        self._table_name = check_storage_table(storage_table)
+        self._ids = TableIds(self._table_name)
+        self.connection = PostgresConnection(
             connect,
-            table_name=table_name,
+            table_name=self._table_name,
             secrets=secrets,
             timeouts={"lock_timeout": lock_timeout, "statement_timeout": statement_timeout},
             read_only=read_only,
+            # ids remembered from tables that were dropped are not theirs
+            on_schema_created=self._ids.forget,
         )
-        self._sql = StatementCompiler(table_name, notify)
-        self._ids = TableIds(table_name)
+        self._cursor = self.connection.cursor
+        self._sql = StatementCompiler(self._table_name, notify)
 
     def _id(self, table: str) -> int:
         """A written table's id, given to it on its first write."""
@@ -74,16 +89,24 @@ class PostgresBackend(PostgresConnection):
         """
         return self._ids.known(self._cursor, table)
 
-    def _schema_created(self) -> None:
-        self._ids.forget()  # ids remembered from tables that were dropped are not theirs
+    # -- notifications (the trigger's capability) ----------------------------
+
+    def notifications(self) -> PostgresBackend:
+        return self
+
+    def listener(self, table: str, connect_args: dict[str, Any]) -> PostgresListener:
+        """On the channel the writes to ``table`` notify (per storage table and table)."""
+        return PostgresListener(connect_args, channel_for(self._table_name, table))
+
+    def count_query(self, selection: Selection) -> tuple[bytes, list[Any]]:
+        return self._selection("count", selection)
+
+    def value_query(self, table: str, key: str) -> tuple[bytes, list[Any]]:
+        return self._sql.queries["get"], [self._read_id(table), key]
 
     def written_query(self, table: str) -> tuple[bytes, list[Any]] | None:
         """The catalog lookup :meth:`count_query` would make for a table not yet seen written."""
         return self._ids.find_query(table)
-
-    def notify_channel(self, table: str) -> str | None:
-        """Per storage table and logical table, as the writes' ``pg_notify`` names it."""
-        return channel_for(self._table_name, table)
 
     def snapshot(self) -> AbstractContextManager[Snapshot]:
         """Read-only inspection queries in one transaction (``inspect.py``)."""
@@ -117,6 +140,10 @@ class PostgresBackend(PostgresConnection):
                 automatic_limit=automatic_limit,
             )
 
+    def _set_predicate(self, claim_set: ClaimSet) -> str:
+        """The partial index's predicate: the same literal SQL a covered claim contains."""
+        return claim_sets.predicate(self._sql.where, claim_set, self._id(claim_set.table))
+
     def build_in_progress(self, name: str | None = None) -> bool:
         with self._cursor() as cur:
             return claim_sets.build_in_progress(cur, name)
@@ -126,7 +153,7 @@ class PostgresBackend(PostgresConnection):
 
         A read-only store builds nothing: it orders without the index.
         """
-        if self._read_only:
+        if self.connection.read_only:
             return False
         name, create = schema.record_index(self._table_name)
         sets_table = schema.sets_table(self._table_name)
@@ -146,162 +173,119 @@ class PostgresBackend(PostgresConnection):
         with self._cursor() as cur:
             return claim_sets.drop(cur, self._table_name, name)
 
-    def _set_predicate(self, claim_set: ClaimSet) -> str:
-        """The partial index's predicate: the same literal SQL a covered claim contains."""
-        return claim_sets.predicate(self._sql.where, claim_set, self._id(claim_set.table))
-
-    # -- primitives ---------------------------------------------------------
+    # -- plain verbs ----------------------------------------------------------
 
     def put(self, table: str, key: str, value: dict[str, Any]) -> None:
-        kind, channel = self._sql.notifying("put", "put", table)
-        args = (self._id(table), key, jsonb(value), *channel)
+        extras, channel = self._sql.extras("put", table, keyed=False)
         with self._cursor() as cur:
-            cur.execute(self._sql.statement(kind), args)
+            cur.execute(self._sql.put(extras), (self._id(table), key, jsonb(value), *channel))
 
     def get(self, table: str, key: str) -> dict[str, Any] | None:
-        args = (self._read_id(table), key)
         with self._cursor() as cur:
-            row = cur.execute(self._sql.statement("get"), args).fetchone()
+            row = cur.execute(self._sql.queries["get"], (self._read_id(table), key)).fetchone()
         return None if row is None else row[0]
 
     def delete(self, table: str, key: str) -> bool:
         args = (self._read_id(table), key)
         with self._cursor() as cur:
-            return cur.execute(self._sql.statement("delete"), args).fetchone() is not None
+            return cur.execute(self._sql.queries["delete"], args).fetchone() is not None
 
-    def query(
-        self, table: str, where: Sequence[Condition], match: str, ordering: Ordering, limit: int
-    ) -> list[Row]:
-        statement, params = self._sql.compile("query", where, match, ordering)
-        args = (self._read_id(table), *params, limit)
-        with self._cursor(many_rows=limit > 1) as cur:
-            return decoded(cur.execute(statement, args).fetchall())
+    def query(self, selection: Selection) -> list[Row]:
+        where_sql, params = self._sql.where.compile(selection.where, selection.match)
+        args = (self._read_id(selection.table), *params, selection.limit)
+        with self._cursor(many_rows=selection.limit > 1) as cur:
+            return decoded(
+                cur.execute(self._sql.query(where_sql, selection.ordering), args).fetchall()
+            )
 
-    def count(
-        self,
-        table: str,
-        where: Sequence[Condition],
-        match: str,
-        ordering: Ordering,
-        limit: int,
-        claim_set: ChosenSet | None = None,
-    ) -> tuple[int, str | None]:
-        statement, params = self.count_query(table, where, match, ordering, limit, claim_set)
+    def count(self, selection: Selection) -> Backlog:
+        statement, params = self.count_query(selection)
         with self._cursor() as cur:
-            row = cur.execute(statement, params).fetchone()
-        return counted(row)
+            return Backlog.from_row(cur.execute(statement, params).fetchone())
 
-    def count_query(
-        self,
-        table: str,
-        where: Sequence[Condition],
-        match: str,
-        ordering: Ordering,
-        limit: int,
-        claim_set: ChosenSet | None = None,
-    ) -> tuple[bytes, list[Any]]:
-        table_id = self._read_id(table)
-        return self._sql.compile_pick("count", table_id, where, match, ordering, limit, claim_set)
-
-    def update(
-        self,
-        table: str,
-        key: str,
-        where: Sequence[Condition],
-        match: str,
-        mutations: Sequence[Mutation],
-        receipt: Receipt | None = None,
-    ) -> tuple[dict[str, Any] | None, bool]:
-        apply, mutation_params = mutations_sql(mutations, "r.value")
-        kind, channel = self._sql.notifying(
-            "update", "update" if receipt is None else "update+receipt", table
-        )
-        statement, params = self._sql.compile(kind, where, match, apply=apply)
-        args = (*mutation_params, self._id(table), key, *params)
-        rows, recorded = self._execute(statement, args, channel, receipt, many_rows=False)
-        if recorded is not receipts.NOTHING:
-            return recorded[0], True
-        return (rows[0][0] if rows else None), False
-
-    def claim(
-        self,
-        table: str,
-        where: Sequence[Condition],
-        match: str,
-        ordering: Ordering,
-        limit: int,
-        mutations: Sequence[Mutation],
-        claim_set: ChosenSet | None = None,
-        receipt: Receipt | None = None,
-    ) -> tuple[list[Row], bool]:
-        apply, mutation_params = mutations_sql(mutations, "t.value")
-        kind, channel = self._sql.notifying(
-            "claim", "claim" if receipt is None else "claim+receipt", table
-        )
-        table_id = self._id(table)
-        statement, params = self._sql.compile_pick(
-            kind, table_id, where, match, ordering, limit, claim_set, apply
-        )
-        args = (*params, *mutation_params, table_id)
-        rows, recorded = self._execute(statement, args, channel, receipt, many_rows=limit > 1)
-        if recorded is not receipts.NOTHING:
-            return [(key, value) for key, value in recorded], True
-        return in_claim_order(rows, ordering), False
-
-    def explain_claim(
-        self,
-        table: str,
-        where: Sequence[Condition],
-        match: str,
-        ordering: Ordering,
-        limit: int,
-        claim_set: ChosenSet | None = None,
-        *,
-        generic: bool = False,
-    ) -> str:
+    def explain_claim(self, selection: Selection, *, generic: bool = False) -> str:
         """The selection's plan; ``generic`` asks for the plan a prepared claim settles on."""
-        statement, params = self._sql.compile_pick(
-            "pick", self._read_id(table), where, match, ordering, limit, claim_set
-        )
+        statement, params = self._selection("pick", selection)
         with self._cursor(many_rows=True) as cur:
             return explain(cur, statement, params, generic=generic)
 
-    def upsert(
-        self,
-        table: str,
-        key: str,
-        insert_value: dict[str, Any],
-        mutations: Sequence[Mutation],
-        receipt: Receipt | None = None,
-    ) -> tuple[tuple[bool, dict[str, Any]], bool]:
-        """``((inserted, value), replayed)``.
+    def _selection(self, kind: str, selection: Selection) -> tuple[bytes, list[Any]]:
+        table_filter, where_sql, params = self._sql.selection_filter(
+            self._read_id(selection.table), selection.where, selection.match, selection.claim_set
+        )
+        statement = self._sql.selection(
+            kind, where_sql, selection.ordering, selection.limit, table_filter
+        )
+        return statement, params
 
-        Without mutations it is a seed: insert if absent, else read the row, so a
+    # -- primitives ---------------------------------------------------------
+
+    def update(self, request: UpdateRequest) -> Updated:
+        apply, mutation_params = mutations_sql(request.mutations, "r.value")
+        extras, channel = self._sql.extras("update", request.table, request.receipt is not None)
+        where_sql, params = self._sql.where.compile(request.where, request.match)
+        statement = self._sql.update(where_sql, apply, extras)
+        args = (*mutation_params, self._id(request.table), request.key, *params)
+        rows, recorded = self._execute(statement, args, channel, request.receipt, many_rows=False)
+        if recorded is not receipts.NOTHING:
+            return Updated(recorded[0], replayed=True)
+        return Updated(rows[0][0] if rows else None)
+
+    def claim(self, request: ClaimRequest) -> Claimed:
+        selection = request.selection
+        apply: str | None = None  # a delete-claim marks nothing
+        mutation_params: Sequence[Any] = ()
+        if request.mode == "mark":
+            apply, mutation_params = mutations_sql(request.mutations, "t.value")
+        keyed = request.receipt is not None
+        extras, channel = self._sql.extras("claim", selection.table, keyed)
+        archive: tuple[int, ...] = ()
+        if request.archive_table is not None:
+            extras, archive = replace(extras, archive=True), (self._id(request.archive_table),)
+        table_id = self._id(selection.table)
+        table_filter, where_sql, params = self._sql.selection_filter(
+            table_id, selection.where, selection.match, selection.claim_set
+        )
+        statement = self._sql.claim(
+            where_sql, selection.ordering, selection.limit, table_filter, apply, extras
+        )
+        args = (*params, *mutation_params, table_id, *archive)
+        many_rows = selection.limit > 1
+        rows, recorded = self._execute(
+            statement, args, channel, request.receipt, many_rows=many_rows
+        )
+        if recorded is not receipts.NOTHING:
+            return Claimed([(key, value) for key, value in recorded], replayed=True)
+        return Claimed(in_claim_order(rows, selection.ordering))
+
+    def upsert(self, request: UpsertRequest) -> Upserted:
+        """Without mutations it is a seed: insert if absent, else read the row, so a
         duplicate delivery writes nothing. The seed finds no row only when the
         conflicting row was committed after its snapshot was taken (``DO NOTHING``
         waited for that insert), or was deleted since; the next statement settles it.
         """
-        if mutations:
-            apply, mutation_params = mutations_sql(mutations, "t.value")
-            args: tuple[Any, ...] = (self._id(table), key, jsonb(insert_value), *mutation_params)
-            kind = "upsert"
+        table_id, value = self._id(request.table), jsonb(request.insert_value)
+        extras, channel = self._sql.extras("upsert", request.table, request.receipt is not None)
+        args: tuple[Any, ...]
+        if request.mutations:
+            apply, mutation_params = mutations_sql(request.mutations, "t.value")
+            statement = self._sql.upsert(apply, extras)
+            args = (table_id, request.key, value, *mutation_params)
         else:
-            table_id = self._id(table)
-            apply, args, kind = "", (table_id, key, jsonb(insert_value), table_id, key), "seed"
-        if receipt is not None:
-            kind += "+receipt"
-        kind, channel = self._sql.notifying("upsert", kind, table)
-        statement = self._sql.statement(kind, "", None, apply)
+            statement = self._sql.seed(extras)
+            args = (table_id, request.key, value, table_id, request.key)
         for _ in range(_SEED_ATTEMPTS):
-            rows, recorded = self._execute(statement, args, channel, receipt, many_rows=False)
+            rows, recorded = self._execute(
+                statement, args, channel, request.receipt, many_rows=False
+            )
             if recorded is not receipts.NOTHING:
-                inserted, value = recorded
-                return (bool(inserted), value), True
+                inserted, stored = recorded
+                return Upserted(bool(inserted), stored, replayed=True)
             if rows:
-                value, inserted = rows[0]
-                return (bool(inserted), value), False
+                stored, inserted = rows[0]
+                return Upserted(bool(inserted), stored)
         raise StoreUnavailableError(
-            f"seed of {key!r} kept meeting a row inserted and deleted by others; try again"
+            f"seed of {request.key!r} kept meeting a row inserted and deleted by others; try again"
         )
 
     def _execute(
@@ -326,6 +310,7 @@ class PostgresBackend(PostgresConnection):
         outcome = receipts.run_keyed(
             self._cursor,
             self._table_name,
+            self._sql.queries,
             statement,
             args,
             receipt,
@@ -336,8 +321,7 @@ class PostgresBackend(PostgresConnection):
 
     def purge_receipts(self, limit: int) -> int:
         with self._cursor() as cur:
-            return receipts.purge(cur, self._table_name, limit)
+            return receipts.purge(cur, self._sql.queries, limit)
 
-
-#: Seed statements a seed may take while other sessions insert and delete its row.
-_SEED_ATTEMPTS = 100
+    def close(self) -> None:
+        self.connection.close()

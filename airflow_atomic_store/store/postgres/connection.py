@@ -1,8 +1,7 @@
 """The PostgreSQL backend's one connection: opened lazily, set up, errors translated.
 
 Opened read-only (for inspection), every call is one ``READ ONLY`` transaction with
-its timeouts ``SET LOCAL``, and the schema is only probed: no DDL, no first-layout
-conversion. Nothing is set on the session: behind PgBouncer's transaction pooling a
+its timeouts ``SET LOCAL``, and the schema is only probed: no DDL. Nothing is set on the session: behind PgBouncer's transaction pooling a
 session setting stays on a server connection that other clients get next (a read-only
 session made their writes fail).
 """
@@ -22,10 +21,8 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
 from airflow_atomic_store.exceptions import AtomicStoreError, ConnectionConfigError
-from airflow_atomic_store.store.compiler import WhereCompiler
-from airflow_atomic_store.store.postgres import claim_sets, schema, session
+from airflow_atomic_store.store.postgres import schema, session
 from airflow_atomic_store.store.postgres.errors import translate
-from airflow_atomic_store.store.postgres.where import PostgresWhere
 from airflow_atomic_store.store.urls import scrub
 
 Connect = Callable[[], psycopg.Connection[Any]]
@@ -45,6 +42,8 @@ class PostgresConnection:
         checked here, before any I/O, whichever way the store was made.
     :param read_only: only read an existing store (:meth:`_require_store`); the
         server refuses every write of the session.
+    :param on_schema_created: called after this connection created part of the schema
+        (the backend forgets what it remembered of tables that were not there).
     """
 
     def __init__(
@@ -55,9 +54,11 @@ class PostgresConnection:
         secrets: tuple[str, ...],
         timeouts: dict[str, float | None],
         read_only: bool = False,
+        on_schema_created: Callable[[], None] = lambda: None,
     ) -> None:
         self._connect = connect
         self._read_only = read_only
+        self._on_schema_created = on_schema_created
         self._secrets = secrets
         self._table_name = table_name
         self._timeouts = session.parse_timeouts(timeouts)
@@ -66,7 +67,11 @@ class PostgresConnection:
         # serialised by the lock.
         self._reused_cursor: psycopg.Cursor[Any]
         self._lock = threading.RLock()
-        self._depth = 0  # nested ``_cursor`` calls: only the outermost ends a read-only transaction
+        self._depth = 0  # nested ``cursor`` calls: only the outermost ends a read-only transaction
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
 
     def _open(self) -> psycopg.Connection[Any]:
         """Connect and set up; a connection whose set-up fails is closed at once.
@@ -75,6 +80,13 @@ class PostgresConnection:
         the error's traceback (a retry loop logging it, a test's ``raises``).
         """
         connection = self._connect()
+        if not isinstance(connection, psycopg.Connection):
+            connection.close()
+            raise ConnectionConfigError(
+                f"the connection factory returned a {type(connection).__module__} connection; "
+                "the atomic store needs psycopg 3 (the PostgreSQL provider's hook returns one "
+                "when SQLAlchemy 2 and psycopg are installed)"
+            )
         try:
             # A factory may hand out connections configured for dict rows (e.g. the
             # Postgres provider's "cursor" extra); the statements here read tuples.
@@ -133,8 +145,7 @@ class PostgresConnection:
                     connection.rollback()
 
     def _ensure_schema(self, connection: psycopg.Connection[Any]) -> None:
-        """Create what is missing, and convert a first-layout rows table, checking again
-        (afresh) under the schema lock.
+        """Create what is missing, checking again (afresh) under the schema lock.
 
         A process that queued behind the creator must not then run ``CREATE INDEX
         IF NOT EXISTS`` on the existing table: its share lock waits for a ``CREATE
@@ -146,11 +157,10 @@ class PostgresConnection:
             return
         with connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (schema.SCHEMA_LOCK_ID,))
-            missing_tables, functions_missing, first_layout = self._schema_missing(
-                connection, list(tables)
-            )
-            if schema.tables_catalog_name(self._table_name) in missing_tables and not (
-                first_layout or self._table_name in missing_tables
+            missing_tables, functions_missing = self._schema_missing(connection, list(tables))
+            if (
+                schema.tables_catalog_name(self._table_name) in missing_tables
+                and self._table_name not in missing_tables
             ):
                 self._refuse_rows_without_catalog(connection)
             for name in tables:  # in order: the tables catalog, then the rows table
@@ -158,35 +168,22 @@ class PostgresConnection:
                     connection.execute(tables[name])
             if functions_missing:
                 connection.execute(schema.FUNCTIONS_DDL.encode())
-            if first_layout:
-                # The rewrite of a large table outlasts any primitive's statement_timeout,
-                # and cancelled, it would be tried again, and cancelled, on every first use.
-                # (Its lock waits stay bounded by lock_timeout; processes waiting for it
-                # wait under their own timeouts, as for the schema's creation.)
-                connection.execute("SELECT set_config('statement_timeout', '0', true)")
-                self._convert_to_table_ids(connection)
         if missing_tables:
-            self._schema_created()
+            self._on_schema_created()
 
     def _require_store(self, connection: psycopg.Connection[Any]) -> None:
-        """Refuse a database without this release's store: inspection reads, never converts.
+        """Refuse a database without this release's store: inspection reads, never creates.
 
         A missing rows table (no store here, or a mistyped storage table) would
         otherwise read as an empty store, or be created.
         """
         name = self._table_name
         needed = [schema.tables_catalog_name(name), name, f"{name}_claim_sets"]
-        missing, _, first_layout = self._schema_missing(connection, needed)
+        missing, _ = self._schema_missing(connection, needed)
         if name in missing:
             raise ConnectionConfigError(
                 f"no atomic store in this database: no table {name!r} where the search path "
                 "resolves (not a store, or another storage table); inspection creates nothing"
-            )
-        if first_layout:
-            raise AtomicStoreError(
-                f"PostgreSQL store error: {name} has the first layout (rows keyed by table "
-                "name); a store opened for writing (any task of this release) converts it on "
-                "first use; inspection reads only this release's layout and changed nothing"
             )
         if missing:
             raise AtomicStoreError(
@@ -211,53 +208,18 @@ class PostgresConnection:
                 "same backup; the store will not guess the names and has changed nothing"
             )
 
-    def _convert_to_table_ids(self, connection: psycopg.Connection[Any]) -> None:
-        """Key the rows by table id (``upgrade_table_id.sql``), the sets' indexes rebuilt.
-
-        Runs in the schema lock's transaction: processes of this release wait for
-        it and then find the new layout; the table is locked for the conversion's
-        length (one rewrite of the table and its indexes).
-        """
-        name = self._table_name
-        catalog = schema.tables_catalog(name)
-        connection.execute(schema.upgrade_ddl(name))
-        connection.execute(
-            f"INSERT INTO {catalog} (name) SELECT DISTINCT table_name FROM "
-            f"{schema.sets_table(name)} WHERE table_name <> '' "  # '': the record index's marker
-            "ON CONFLICT (name) DO NOTHING".encode()
-        )
-        ids = dict(connection.execute(f"SELECT name, id FROM {catalog}".encode()).fetchall())
-        with connection.cursor() as cursor:
-            claim_sets.rebuild_indexes(cursor, name, WhereCompiler(PostgresWhere()), ids)
-        log.info(
-            "atomic store: converted %s to table ids (%d logical tables); its claimable "
-            "sets' indexes were rebuilt",
-            name,
-            len(ids),
-        )
-
-    def _schema_created(self) -> None:
-        """Called after this connection created part of the schema (a subclass forgets
-        what it remembered of tables that were not there)."""
-
     def _schema_missing(
         self, connection: psycopg.Connection[Any], tables: list[str]
-    ) -> tuple[list[str], bool, bool]:
-        """(the tables missing, whether a mutation function is, whether the rows table
-        has the first layout), as of this statement."""
+    ) -> tuple[list[str], bool]:
+        """(the tables missing, whether a mutation function is), as of this statement."""
         row = connection.execute(
-            schema.SCHEMA_PROBE,
-            {
-                "tables": tables,
-                "functions": list(schema.FUNCTION_NAMES),
-                "rows": self._table_name,
-            },
+            schema.SCHEMA_PROBE, {"tables": tables, "functions": list(schema.FUNCTION_NAMES)}
         ).fetchone()
         assert row is not None
-        return list(row[0]), bool(row[1]), bool(row[2])
+        return list(row[0]), bool(row[1])
 
     @contextmanager
-    def _cursor(self, *, many_rows: bool = False) -> Iterator[psycopg.Cursor[Any]]:
+    def cursor(self, *, many_rows: bool = False) -> Iterator[psycopg.Cursor[Any]]:
         """A cursor on the live connection, with driver errors translated once, here.
 
         A cursor keeps its last result until the next statement, so a statement

@@ -16,25 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
+from airflow_atomic_store.store.postgres.queries import NamedQueries
 from airflow_atomic_store.store.receipts import Receipt
 
-_READ = (
-    "SELECT primitive, table_name, target, result, expires_at < clock_timestamp() "
-    "FROM {receipts} WHERE idempotency_key = %s"
-)
-_FORGET_EXPIRED = (
-    "DELETE FROM {receipts} WHERE idempotency_key = %s AND expires_at < clock_timestamp()"
-)
-_PURGE = (
-    "DELETE FROM {receipts} WHERE idempotency_key IN (SELECT idempotency_key FROM {receipts} "
-    "WHERE expires_at < clock_timestamp() ORDER BY expires_at LIMIT %s FOR UPDATE SKIP LOCKED)"
-)
 
-
-def receipts_table(storage_table: str) -> str:
-    return sql.Identifier(f"{storage_table}_receipts").as_string(None)
+def receipts_name(storage_table: str) -> str:
+    return f"{storage_table}_receipts"
 
 
 def conflict_constraint(storage_table: str) -> str:
@@ -53,26 +41,24 @@ def is_conflict(exc: psycopg.Error, storage_table: str) -> bool:
     ) and exc.diag.constraint_name == conflict_constraint(storage_table)
 
 
-def recorded(cursor: psycopg.Cursor[Any], storage_table: str, receipt: Receipt) -> Any:
+def recorded(cursor: psycopg.Cursor[Any], queries: NamedQueries, receipt: Receipt) -> Any:
     """The recorded raw result, or None when the receipt has expired (it is then removed).
 
     Raises ``IdempotencyKeyError`` when the key was recorded for another use.
     """
-    table = receipts_table(storage_table)
-    row = cursor.execute(_READ.format(receipts=table).encode(), (receipt.key,)).fetchone()
+    row = cursor.execute(queries["read_receipt"], (receipt.key,)).fetchone()
     if row is None:
         return None  # purged between the conflict and this read
     primitive, table_name, target, result, expired = row
     if expired:
-        cursor.execute(_FORGET_EXPIRED.format(receipts=table).encode(), (receipt.key,))
+        cursor.execute(queries["forget_expired_receipt"], (receipt.key,))
         return None
     receipt.check_reuse(primitive, table_name, target)
     return result
 
 
-def purge(cursor: psycopg.Cursor[Any], storage_table: str, limit: int) -> int:
-    table = receipts_table(storage_table)
-    return cursor.execute(_PURGE.format(receipts=table).encode(), (limit,)).rowcount
+def purge(cursor: psycopg.Cursor[Any], queries: NamedQueries, limit: int) -> int:
+    return cursor.execute(queries["purge_receipts"], (limit,)).rowcount
 
 
 #: ``Keyed.recorded`` when the statement ran (nothing was recorded before).
@@ -90,6 +76,7 @@ class Keyed:
 def run_keyed(
     cursor: Callable[..., AbstractContextManager[psycopg.Cursor[Any]]],
     storage_table: str,
+    queries: NamedQueries,
     statement: bytes,
     args: tuple[Any, ...],
     receipt: Receipt,
@@ -110,6 +97,6 @@ def run_keyed(
             except psycopg.Error as exc:
                 if not is_conflict(exc, storage_table):
                     raise
-            found = recorded(cur, storage_table, receipt)
+            found = recorded(cur, queries, receipt)
             if found is not None:
                 return Keyed([], found)

@@ -39,9 +39,6 @@ TABLE_DDL = sql_file("rows_table.sql")
 #: The logical tables' ids (``tables.py``): the rows table keys its rows by them.
 TABLES_DDL = sql_file("tables_catalog.sql")
 
-#: Converts a rows table of the first layout (text table names) to table ids.
-UPGRADE_DDL = sql_file("upgrade_table_id.sql")
-
 #: Built on first use of ``orderBy: recordTimestamp`` (``ORDER_INDEXES``), not with the
 #: table: every claim and update writes ``record_timestamp``, and an index on it is
 #: one more entry per row version that only ordering by it repays.
@@ -118,11 +115,6 @@ def sets_table(table_name: str) -> str:
 def table_ddl(table_name: str) -> bytes:
     """The rows table and its indexes, for one storage table name."""
     return _rows_holes(TABLE_DDL, table_name)
-
-
-def upgrade_ddl(table_name: str) -> bytes:
-    """The conversion of one rows table from text table names to table ids."""
-    return _rows_holes(UPGRADE_DDL, table_name)
 
 
 def _rows_holes(template: str, table_name: str) -> bytes:

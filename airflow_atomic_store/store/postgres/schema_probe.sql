@@ -1,6 +1,5 @@
 -- Which parts of this release's schema are missing where unqualified names resolve:
--- (the named tables that are missing, whether any named function is, whether the
--- rows table still has the first layout's name column: upgrade_table_id.sql).
+-- (the named tables that are missing, whether any named function is).
 -- Reads the catalogs with the statement's snapshot, not to_regclass's cache (see schema.py).
 WITH visible AS (
     SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = ANY (current_schemas(false))
@@ -17,11 +16,4 @@ SELECT
     (
         SELECT count(DISTINCT proname) FROM pg_catalog.pg_proc
         WHERE proname = ANY (%(functions)s) AND pronamespace IN (SELECT oid FROM visible)
-    ) < cardinality(%(functions)s::text[]),
-    EXISTS (
-        SELECT FROM pg_catalog.pg_attribute AS a
-        JOIN pg_catalog.pg_class AS c ON c.oid = a.attrelid
-        WHERE c.relname = %(rows)s AND c.relkind IN ('r', 'p')
-          AND c.relnamespace IN (SELECT oid FROM visible)
-          AND a.attname = 'table_name' AND NOT a.attisdropped
-    )
+    ) < cardinality(%(functions)s::text[])

@@ -72,7 +72,7 @@ def bounded(cursor: psycopg.Cursor[Any], statement: str, lock: str) -> Iterator[
     session's own again, read before (not the store's options: see the module).
 
     A session left mid-statement is not touched: its connection is discarded
-    (``PostgresConnection._cursor``), and a statement sent now would replace the
+    (``PostgresConnection.cursor``), and a statement sent now would replace the
     exception on its way out.
     """
     had = cursor.execute(_CURRENT).fetchone()

@@ -1,14 +1,22 @@
-"""The PostgreSQL backend's statement templates, one per primitive and variant.
+"""The PostgreSQL backend's statements: one builder per verb, composed from named pieces.
 
-``{holes}`` are filled by :class:`~airflow_atomic_store.store.postgres.backend.PostgresBackend`
-(quoted identifiers, compiled ``where`` SQL, the mutation expression, a validated
-limit); values are always bound parameters (``%s``). A variant ``+receipt`` also
-writes the idempotency receipt, ``+notify`` also ``pg_notify``s, in the same statement.
+A verb's optional parts (the idempotency receipt, the notification) are pieces
+added to the statement's ``WITH`` list with psycopg's ``sql`` module; no SQL
+text is edited after it is written. Identifiers are quoted by the driver
+(``sql.Identifier``), the claim's limit is a ``sql.Literal``, compiled ``where``
+SQL (``where.py``) is inserted whole, and every value is a bound parameter
+(``%s``). Parameters follow the text's order: the effect's, then the receipt's
+(``receipts.parameters``), then the notification's channel.
+
+A statement with no optional part is the bare effect (``UPDATE … RETURNING``,
+the claim's two-step ``WITH picked``): the common call pays for no CTE it does
+not use.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -19,6 +27,7 @@ from airflow_atomic_store.store.claim_sets import ChosenSet
 from airflow_atomic_store.store.compiler import WhereCompiler, order_sql
 from airflow_atomic_store.store.notify import channel_for
 from airflow_atomic_store.store.postgres import receipts
+from airflow_atomic_store.store.postgres.queries import NamedQueries
 from airflow_atomic_store.store.postgres.where import PostgresWhere, literal
 
 #: The claim's selection: shared by the claim itself and ``explain_claim``.
@@ -26,148 +35,121 @@ from airflow_atomic_store.store.postgres.where import PostgresWhere, literal
 #: generic plan assumes a tenth of the table is wanted, is never preferred, and
 #: every claim pays for planning again; with the number in the text, a prepared
 #: claim is planned once per connection.
-_PICK = (
+_PICK = sql.SQL(
     "SELECT r.key, r.{order_column} AS claim_order "
     "FROM {table} AS r WHERE {table_filter} AND {where} "
     "ORDER BY {order} LIMIT {limit} FOR UPDATE SKIP LOCKED"
 )
-
-_UPDATE = (
-    "UPDATE {table} AS r SET value = {apply}, "
-    "record_timestamp = clock_timestamp() "
+#: Capped and unlocked: a trigger asks whether work is there, it never claims it.
+_COUNT = sql.SQL(
+    "SELECT count(*), min(CASE WHEN n = 1 THEN key END) FROM (SELECT r.key, "
+    "row_number() OVER (ORDER BY {order}) AS n FROM {table} AS r "
+    "WHERE {table_filter} AND {where} ORDER BY {order} LIMIT {limit}) AS matching"
+)
+_QUERY = sql.SQL(
+    "SELECT r.key, r.value::text FROM {table} AS r WHERE r.table_id = %s AND {where} "
+    "ORDER BY {order} LIMIT %s"
+)
+_UPDATE = sql.SQL(
+    "UPDATE {table} AS r SET value = {apply}, record_timestamp = clock_timestamp() "
     "WHERE r.table_id = %s AND r.key = %s AND {where} RETURNING r.value"
 )
-_MARK_PICKED = (
-    "UPDATE {table} AS t SET value = {apply}, "
-    "record_timestamp = clock_timestamp() "
-    "FROM picked WHERE t.table_id = %s AND t.key = picked.key"
+_MARK_PICKED = sql.SQL(
+    "UPDATE {table} AS t SET value = {apply}, record_timestamp = clock_timestamp() "
+    "FROM picked WHERE t.table_id = %s AND t.key = picked.key "
+    "RETURNING t.key, {value}, picked.claim_order"
 )
-_CLAIM = f"{_MARK_PICKED} RETURNING t.key, t.value, picked.claim_order"
-_SEED = (
-    "inserted AS (INSERT INTO {table} (table_id, key, value) VALUES (%s, %s, %s) "
-    "ON CONFLICT (table_id, key) DO NOTHING RETURNING value), "
-    "effect AS (SELECT value, true AS inserted FROM inserted UNION ALL "
-    "SELECT value, false FROM {table} WHERE table_id = %s AND key = %s "
-    "AND NOT EXISTS (SELECT FROM inserted))"
+#: A delete-claim removes its picked rows and returns them as they were.
+_DELETE_PICKED = sql.SQL(
+    "DELETE FROM {table} AS t USING picked WHERE t.table_id = %s AND t.key = picked.key "
+    "RETURNING t.key, {value}, picked.claim_order"
 )
-_UPSERT = (
+#: A delete-claim with an archive copies what it deleted, in the same statement.
+_ARCHIVE = sql.SQL(
+    "INSERT INTO {table} AS a (table_id, key, value) SELECT %s, key, value FROM effect "
+    "ON CONFLICT (table_id, key) DO UPDATE "
+    "SET value = EXCLUDED.value, record_timestamp = clock_timestamp()"
+)
+_UPSERT = sql.SQL(
     "INSERT INTO {table} AS t (table_id, key, value) VALUES (%s, %s, %s) "
     "ON CONFLICT (table_id, key) DO UPDATE "
     "SET value = {apply}, record_timestamp = clock_timestamp() "
     "RETURNING t.value, (t.xmax = 0) AS inserted"
 )
-#: With an idempotency key, the receipt is written by the same statement as the effect;
-#: a receipt already under that key aborts the statement (``receipts.RECEIPT_CONFLICT``).
-_RECEIPT = (
-    "receipt AS (INSERT INTO {receipts} "
-    "(idempotency_key, primitive, table_name, target, result, expires_at) "
-    "SELECT %s, %s, %s, %s, {result}, clock_timestamp() + make_interval(secs => %s) {source})"
-)
-
-_PUT = (
+_PUT = sql.SQL(
     "INSERT INTO {table} AS t (table_id, key, value) VALUES (%s, %s, %s) "
     "ON CONFLICT (table_id, key) DO UPDATE "
     "SET value = EXCLUDED.value, record_timestamp = clock_timestamp()"
 )
+#: A seed inserts the row if absent, else reads it: a duplicate delivery writes nothing.
+_SEED_INSERTED = sql.SQL(
+    "INSERT INTO {table} (table_id, key, value) VALUES (%s, %s, %s) "
+    "ON CONFLICT (table_id, key) DO NOTHING RETURNING value"
+)
+_SEED_EFFECT = sql.SQL(
+    "SELECT value, true AS inserted FROM inserted UNION ALL "
+    "SELECT value, false FROM {table} WHERE table_id = %s AND key = %s "
+    "AND NOT EXISTS (SELECT FROM inserted)"
+)
+#: With an idempotency key, the receipt is written by the same statement as the effect;
+#: a receipt already under that key aborts the statement (``receipts.run_keyed``).
+_RECEIPT = sql.SQL(
+    "INSERT INTO {receipts} (idempotency_key, primitive, table_name, target, result, expires_at) "
+    "SELECT %s, %s, %s, %s, {result}, clock_timestamp() + make_interval(secs => %s) {source}"
+)
+#: ``pg_notify`` runs once, and only when ``changed`` has rows (a write that changed
+#: nothing wakes nobody); its channel is the statement's last parameter.
+_NOTIFIED = sql.SQL("SELECT pg_notify(%s, '') WHERE EXISTS (SELECT FROM {changed})")
 
-STATEMENTS = {
-    "put": _PUT,
-    "get": "SELECT value FROM {table} WHERE table_id = %s AND key = %s",
-    "delete": "DELETE FROM {table} WHERE table_id = %s AND key = %s RETURNING 1",
-    "query": (
-        "SELECT r.key, r.value::text FROM {table} AS r WHERE r.table_id = %s AND {where} "
-        "ORDER BY {order} LIMIT %s"
-    ),
-    "update": _UPDATE,
-    # A claim returns each value as its JSON text, decoded by the backend in one call
-    # for the batch; the CTE it may feed (a receipt) keeps the jsonb.
+#: What each keyed verb records as its result, read from its ``effect`` CTE, and the
+#: receipt's ``FROM``: a scalar subquery needs none, a row per effect row reads ``effect``.
+_RECORDED = {
+    "update": (sql.SQL("jsonb_build_array((SELECT value FROM effect))"), sql.SQL("")),
+    # In claim order as this call returns it (``in_claim_order``: ties by key in
+    # code point order, which is "C" collation's order for UTF-8), so a replay,
+    # whatever direction it asks for, returns the first call's batch as it was.
     "claim": (
-        f"WITH picked AS MATERIALIZED ({_PICK}) {_MARK_PICKED} "
-        "RETURNING t.key, t.value::text, picked.claim_order"
-    ),
-    "pick": _PICK,
-    # Capped and unlocked: a trigger asks whether work is there, it never claims it.
-    "count": (
-        "SELECT count(*), min(CASE WHEN n = 1 THEN key END) FROM (SELECT r.key, "
-        "row_number() OVER (ORDER BY {order}) AS n FROM {table} AS r "
-        "WHERE {table_filter} AND {where} ORDER BY {order} LIMIT {limit}) AS matching"
-    ),
-    "seed": f"WITH {_SEED} SELECT value, inserted FROM effect",
-    "upsert": _UPSERT,
-    "update+receipt": (
-        f"WITH effect AS ({_UPDATE}), "
-        + _RECEIPT.replace("{result}", "jsonb_build_array((SELECT value FROM effect))").replace(
-            "{source}", ""
-        )
-        + " SELECT value FROM effect"
-    ),
-    "claim+receipt": (
-        f"WITH picked AS MATERIALIZED ({_PICK}), effect AS ({_CLAIM}), "
-        + _RECEIPT.replace(
-            "{result}",
-            # In claim order as this call returns it (``_in_claim_order``: ties by key in
-            # code point order, which is "C" collation's order for UTF-8), so a replay,
-            # whatever direction it asks for, returns the first call's batch as it was.
+        sql.SQL(
             "COALESCE((SELECT jsonb_agg(jsonb_build_array(key, value) "
             'ORDER BY claim_order {direction}, key COLLATE "C" {direction}) FROM effect), '
-            "'[]'::jsonb)",
-        ).replace("{source}", "")
-        + " SELECT key, value::text, claim_order FROM effect"
+            "'[]'::jsonb)"
+        ),
+        sql.SQL(""),
     ),
-    "seed+receipt": (
-        f"WITH {_SEED}, "
-        + _RECEIPT.replace("{result}", "jsonb_build_array(inserted, value)").replace(
-            "{source}", "FROM effect"
-        )
-        + " SELECT value, inserted FROM effect"
-    ),
-    "upsert+receipt": (
-        f"WITH effect AS ({_UPSERT}), "
-        + _RECEIPT.replace("{result}", "jsonb_build_array(inserted, value)").replace(
-            "{source}", "FROM effect"
-        )
-        + " SELECT value, inserted FROM effect"
-    ),
+    "upsert": (sql.SQL("jsonb_build_array(inserted, value)"), sql.SQL("FROM effect")),
 }
 
 
-def _with_notify(statement: str, *, changed: str = "effect") -> str:
-    """``statement`` (``WITH …, effect AS (…) SELECT … FROM effect``) that also notifies.
+@dataclass(frozen=True)
+class Extras:
+    """A write's optional parts: the receipt it records, the channel it notifies."""
 
-    ``pg_notify`` runs in a CTE of the same statement, once, and only when the
-    ``changed`` CTE has rows (a write that changed nothing wakes nobody). Its
-    channel is the statement's last parameter: the final ``SELECT`` has none. A
-    CTE runs only if referenced, hence the join; it has no column the final
-    ``SELECT`` names.
+    receipt: bool = False
+    notify: bool = False
+    archive: bool = False  # a delete-claim's copy into its archive table
+
+
+def _cte(name: str, body: sql.Composable, *, materialized: bool = False) -> sql.Composed:
+    keyword = " AS MATERIALIZED " if materialized else " AS "
+    return sql.Composed([sql.SQL(name + keyword + "("), body, sql.SQL(")")])
+
+
+def _with(
+    ctes: list[sql.Composable], final: sql.Composable, extras: Extras, *, changed: str
+) -> sql.Composed:
+    """``WITH <ctes>[, notified] <final>``.
+
+    A CTE runs only if referenced, hence the notification's join: it has no
+    column the final ``SELECT`` names.
     """
-    head, final = statement.rsplit(" SELECT ", 1)
-    notified = f"notified AS (SELECT pg_notify(%s, '') WHERE EXISTS (SELECT FROM {changed}))"
-    return f"{head}, {notified} SELECT {final} LEFT JOIN notified ON true"
-
-
-STATEMENTS.update(
-    {
-        "put+notify": _with_notify(f"WITH effect AS ({_PUT} RETURNING 1) SELECT 1 FROM effect"),
-        "update+notify": _with_notify(f"WITH effect AS ({_UPDATE}) SELECT value FROM effect"),
-        "claim+notify": _with_notify(
-            f"WITH picked AS MATERIALIZED ({_PICK}), effect AS ({_CLAIM}) "
-            "SELECT key, value::text, claim_order FROM effect"
-        ),
-        "seed+notify": _with_notify(STATEMENTS["seed"], changed="inserted"),
-        "upsert+notify": _with_notify(
-            f"WITH effect AS ({_UPSERT}) SELECT value, inserted FROM effect"
-        ),
-        "seed+receipt+notify": _with_notify(STATEMENTS["seed+receipt"], changed="inserted"),
-        **{
-            f"{kind}+receipt+notify": _with_notify(STATEMENTS[f"{kind}+receipt"])
-            for kind in ("update", "claim", "upsert")
-        },
-    }
-)
+    if extras.notify:
+        ctes = [*ctes, _cte("notified", _NOTIFIED.format(changed=sql.SQL(changed)))]
+        final = sql.SQL("{} LEFT JOIN notified ON true").format(final)
+    return sql.SQL("WITH {} {}").format(sql.SQL(", ").join(ctes), final)
 
 
 class StatementCompiler:
-    """One store's statements: templates filled and cached, ``where`` compiled.
+    """One store's statements, built once per shape and cached; ``where`` compiled.
 
     :param table_name: the storage table (validated).
     :param notify: the write families that ``pg_notify`` their table's channel.
@@ -175,61 +157,138 @@ class StatementCompiler:
 
     def __init__(self, table_name: str, notify: frozenset[str]) -> None:
         self._table_name = table_name
-        self._table = sql.Identifier(table_name).as_string(None)
-        self._receipts = receipts.receipts_table(table_name)
+        self._table = sql.Identifier(table_name)
+        self._receipts = sql.Identifier(receipts.receipts_name(table_name))
         self._notify = notify
         self.where = WhereCompiler(PostgresWhere())
-        self.statement = lru_cache(maxsize=512)(self._build)
+        self.queries = NamedQueries(table=self._table, receipts=self._receipts)
+        self.put = lru_cache(maxsize=2)(self._put)
+        self.update = lru_cache(maxsize=512)(self._update)
+        self.claim = lru_cache(maxsize=512)(self._claim)
+        self.upsert = lru_cache(maxsize=512)(self._upsert)
+        self.seed = lru_cache(maxsize=4)(self._seed)
+        self.selection = lru_cache(maxsize=512)(self._selection)
 
-    def _build(
-        self,
-        kind: str,
-        where_sql: str = "",
-        ordering: Ordering | None = None,
-        apply: str = "",
-        limit: int | None = None,
-        table_filter: str = "r.table_id = %s",
-    ) -> bytes:
-        return (
-            STATEMENTS[kind]
-            .format(
-                table=self._table,
-                where=where_sql,
-                order=order_sql(ordering) if ordering else "",
-                order_column=ordering.column if ordering else "",
-                apply=apply,
-                limit=sql.Literal(limit).as_string(None) if limit is not None else "",
-                table_filter=table_filter,
-                receipts=self._receipts,
-                direction=ordering.direction.upper() if ordering else "",
-            )
-            .encode()
+    def extras(self, family: str, table: str, keyed: bool) -> tuple[Extras, tuple[str, ...]]:
+        """The write's optional parts, and the parameters its notification appends."""
+        if family not in self._notify:
+            return Extras(receipt=keyed), ()
+        return Extras(receipt=keyed, notify=True), (channel_for(self._table_name, table),)
+
+    def _receipt(self, primitive: str, ordering: Ordering | None = None) -> sql.Composed:
+        result, source = _RECORDED[primitive]
+        direction = sql.SQL(ordering.direction.upper() if ordering else "")
+        return _RECEIPT.format(
+            receipts=self._receipts, result=result.format(direction=direction), source=source
         )
 
-    def compile(
-        self,
-        kind: str,
-        where: Sequence[Condition],
-        match: str,
-        ordering: Ordering | None = None,
-        apply: str = "",
-        limit: int | None = None,
-    ) -> tuple[bytes, list[Any]]:
-        where_sql, params = self.where.compile(where, match)
-        return self.statement(kind, where_sql, ordering, apply, limit), params
+    def _finish(self, statement: sql.Composable) -> bytes:
+        return statement.as_string(None).encode()
 
-    def compile_pick(
+    def _put(self, extras: Extras) -> bytes:
+        put = _PUT.format(table=self._table)
+        if not extras.notify:
+            return self._finish(put)
+        effect = _cte("effect", sql.SQL("{} RETURNING 1").format(put))
+        return self._finish(
+            _with([effect], sql.SQL("SELECT 1 FROM effect"), extras, changed="effect")
+        )
+
+    def _update(self, where_sql: str, apply: str, extras: Extras) -> bytes:
+        effect = _UPDATE.format(table=self._table, apply=sql.SQL(apply), where=sql.SQL(where_sql))
+        return self._effect_statement(effect, "update", extras, sql.SQL("SELECT value FROM effect"))
+
+    def _upsert(self, apply: str, extras: Extras) -> bytes:
+        effect = _UPSERT.format(table=self._table, apply=sql.SQL(apply))
+        final = sql.SQL("SELECT value, inserted FROM effect")
+        return self._effect_statement(effect, "upsert", extras, final)
+
+    def _effect_statement(
+        self, effect: sql.Composed, primitive: str, extras: Extras, final: sql.Composable
+    ) -> bytes:
+        """The bare effect, or the effect as a CTE with the parts ``extras`` asks for."""
+        if extras == Extras():
+            return self._finish(effect)
+        ctes: list[sql.Composable] = [_cte("effect", effect)]
+        if extras.receipt:
+            ctes.append(_cte("receipt", self._receipt(primitive)))
+        return self._finish(_with(ctes, final, extras, changed="effect"))
+
+    def _claim(
         self,
-        kind: str,
-        table_id: int | None,
-        where: Sequence[Condition],
-        match: str,
+        where_sql: str,
         ordering: Ordering,
         limit: int,
-        chosen: ChosenSet | None,
-        apply: str = "",
-    ) -> tuple[bytes, list[Any]]:
-        """A claim's statement and the parameters of its selection.
+        table_filter: str,
+        apply: str | None,
+        extras: Extras,
+    ) -> bytes:
+        """A claim: ``apply`` marks the picked rows; ``apply`` None deletes them."""
+        picked = _cte(
+            "picked",
+            self._pick(_PICK, where_sql, ordering, limit, table_filter),
+            materialized=True,
+        )
+        if extras == Extras():
+            # Each value as its JSON text, decoded by the backend in one call for the batch.
+            take = self._take(apply, sql.SQL("t.value::text"))
+            return self._finish(sql.SQL("WITH {} {}").format(picked, take))
+        # The CTEs that read ``effect`` (a receipt) keep the jsonb.
+        ctes: list[sql.Composable] = [picked, _cte("effect", self._take(apply, sql.SQL("t.value")))]
+        if extras.archive:
+            ctes.append(_cte("archived", _ARCHIVE.format(table=self._table)))
+        if extras.receipt:
+            ctes.append(_cte("receipt", self._receipt("claim", ordering)))
+        final = sql.SQL("SELECT key, value::text, claim_order FROM effect")
+        return self._finish(_with(ctes, final, extras, changed="effect"))
+
+    def _take(self, apply: str | None, value: sql.SQL) -> sql.Composed:
+        """What a claim does to its picked rows: mark them (``apply``), or delete them."""
+        if apply is None:
+            return _DELETE_PICKED.format(table=self._table, value=value)
+        return _MARK_PICKED.format(table=self._table, apply=sql.SQL(apply), value=value)
+
+    def _seed(self, extras: Extras) -> bytes:
+        ctes: list[sql.Composable] = [
+            _cte("inserted", _SEED_INSERTED.format(table=self._table)),
+            _cte("effect", _SEED_EFFECT.format(table=self._table)),
+        ]
+        if extras.receipt:
+            ctes.append(_cte("receipt", self._receipt("upsert")))
+        final = sql.SQL("SELECT value, inserted FROM effect")
+        return self._finish(_with(ctes, final, extras, changed="inserted"))
+
+    def _pick(
+        self, template: sql.SQL, where_sql: str, ordering: Ordering, limit: int, table_filter: str
+    ) -> sql.Composed:
+        return template.format(
+            table=self._table,
+            table_filter=sql.SQL(table_filter),
+            where=sql.SQL(where_sql),
+            order=sql.SQL(order_sql(ordering)),
+            order_column=sql.SQL(
+                ordering.column
+            ),  # a validated column name, as order_sql writes it
+            limit=sql.Literal(limit),
+        )
+
+    def _selection(
+        self, kind: str, where_sql: str, ordering: Ordering, limit: int, table_filter: str
+    ) -> bytes:
+        """A read over the claim's selection: ``pick`` (explain) or ``count`` (triggers)."""
+        return self._finish(self._pick(_SELECTIONS[kind], where_sql, ordering, limit, table_filter))
+
+    def query(self, where_sql: str, ordering: Ordering) -> bytes:
+        return self._finish(
+            _QUERY.format(
+                table=self._table, where=sql.SQL(where_sql), order=sql.SQL(order_sql(ordering))
+            )
+        )
+
+    def selection_filter(
+        self, table_id: int | None, where: Sequence[Condition], match: str, chosen: ChosenSet | None
+    ) -> tuple[str, str, list[Any]]:
+        """A claim's selection as ``(table filter, where SQL, parameters)``.
 
         With a claimable set, the table id and the conditions the set covers
         are literals, so the planner proves the set's index predicate from the
@@ -238,17 +297,10 @@ class StatementCompiler:
         """
         if chosen is None:
             where_sql, params = self.where.compile(where, match)
-            statement = self.statement(kind, where_sql, ordering, apply, limit)
-            return statement, [table_id, *params]
+            return "r.table_id = %s", where_sql, [table_id, *params]
         conditions, inline = chosen.claim_filter(where)
         where_sql, params = self.where.compile(conditions, match, inline)
-        table_filter = f"r.table_id = {literal(table_id)}"
-        return self.statement(kind, where_sql, ordering, apply, limit, table_filter), params
+        return f"r.table_id = {literal(table_id)}", where_sql, params
 
-    def notifying(self, family: str, kind: str, table: str) -> tuple[str, tuple[str, ...]]:
-        """The statement kind that also notifies ``table``'s channel (if this family
-        notifies), and the parameters to append: the channel is the last one (see
-        ``_with_notify``)."""
-        if family not in self._notify:
-            return kind, ()
-        return f"{kind}+notify", (channel_for(self._table_name, table),)
+
+_SELECTIONS = {"pick": _PICK, "count": _COUNT}

@@ -13,19 +13,29 @@ update is one ``UPDATE … RETURNING`` (``mutations.py``).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 from airflow_atomic_store import timestamps
-from airflow_atomic_store.spec import Condition, Mutation, Ordering, apply
+from airflow_atomic_store.spec import apply
 from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.spec.values import dumps
-from airflow_atomic_store.store.backend import Row, check_storage_table, counted
-from airflow_atomic_store.store.claim_sets import ChosenSet, Origin, StoredSet
-from airflow_atomic_store.store.receipts import Receipt
+from airflow_atomic_store.store.backend import Notifications, check_storage_table
+from airflow_atomic_store.store.claim_sets import Origin, StoredSet
+from airflow_atomic_store.store.requests import (
+    Backlog,
+    Claimed,
+    ClaimRequest,
+    Row,
+    Selection,
+    Updated,
+    UpdateRequest,
+    Upserted,
+    UpsertRequest,
+)
 from airflow_atomic_store.store.snapshot import Snapshot
-from airflow_atomic_store.store.sqlite import claim_sets, receipts, selection
+from airflow_atomic_store.store.sqlite import claim_sets, receipts
+from airflow_atomic_store.store.sqlite import selection as selection_sql
 from airflow_atomic_store.store.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
     SqliteConnection,
@@ -36,9 +46,7 @@ from airflow_atomic_store.store.sqlite.mutations import (
     plain_fields,
 )
 from airflow_atomic_store.store.sqlite.statements import StatementCompiler
-from airflow_atomic_store.store.sqlite.where import (
-    literal,
-)
+from airflow_atomic_store.store.sqlite.where import literal
 
 
 def path_from_url(url: str) -> str:
@@ -47,7 +55,9 @@ def path_from_url(url: str) -> str:
     return path[1:] if path.startswith("/") else path
 
 
-class SqliteBackend(SqliteConnection):
+class SqliteBackend:
+    """Runs each primitive in one write transaction on a single lazily-opened connection."""
+
     def __init__(
         self,
         path: str,
@@ -56,19 +66,14 @@ class SqliteBackend(SqliteConnection):
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         read_only: bool = False,
     ) -> None:
-        super().__init__(
-            path,
-            table=check_storage_table(storage_table),
-            busy_timeout=busy_timeout,
-            read_only=read_only,
+        self._table = check_storage_table(storage_table)
+        self.connection = SqliteConnection(
+            path, table=self._table, busy_timeout=busy_timeout, read_only=read_only
         )
+        self._transaction = self.connection.transaction
         self._sql = StatementCompiler(self._table)
 
-    def written_query(self, table: str) -> tuple[bytes | str, list[Any]] | None:
-        """None: counts read no catalog first (a trigger counts through the store)."""
-        return None
-
-    def notify_channel(self, table: str) -> str | None:
+    def notifications(self) -> Notifications | None:
         """None: SQLite has no notifications (a trigger polls)."""
         return None
 
@@ -125,7 +130,7 @@ class SqliteBackend(SqliteConnection):
 
         A read-only store builds nothing: it orders without the index.
         """
-        if self._read_only:
+        if self.connection.read_only:
             return False
         with self._transaction() as connection:
             connection.execute(
@@ -138,51 +143,21 @@ class SqliteBackend(SqliteConnection):
         with self._transaction() as connection:
             return claim_sets.drop(connection, self._sql.statement, self._table, name)
 
-    def count(
-        self,
-        table: str,
-        where: Sequence[Condition],
-        match: str,
-        ordering: Ordering,
-        limit: int,
-        claim_set: ChosenSet | None = None,
-    ) -> tuple[int, str | None]:
-        statement, params = self.count_query(table, where, match, ordering, limit, claim_set)
+    def count(self, selection: Selection) -> Backlog:
+        statement, params = self._sql.compile_select("count", selection)
         with self._transaction(write=False) as connection:
-            rows = selection.fetch(connection, statement, params, claim_set)
-        return counted(rows[0] if rows else None)
+            rows = selection_sql.fetch(
+                connection, statement, (*params, selection.limit), selection.claim_set
+            )
+        return Backlog.from_row(rows[0] if rows else None)
 
-    def count_query(
-        self,
-        table: str,
-        where: Sequence[Condition],
-        match: str,
-        ordering: Ordering,
-        limit: int,
-        claim_set: ChosenSet | None = None,
-    ) -> tuple[str, list[Any]]:
-        statement, params = self._sql.compile_select(
-            "count", table, where, match, ordering, claim_set
-        )
-        return statement, [*params, limit]
-
-    def explain_claim(
-        self,
-        table: str,
-        where: Sequence[Condition],
-        match: str,
-        ordering: Ordering,
-        limit: int,
-        claim_set: ChosenSet | None = None,
-        *,
-        generic: bool = False,
-    ) -> str:
+    def explain_claim(self, selection: Selection, *, generic: bool = False) -> str:
         """SQLite plans a statement without its parameters' values: every plan is generic."""
-        statement, params = self._sql.compile_select(
-            "explain_claim", table, where, match, ordering, claim_set
-        )
+        statement, params = self._sql.compile_select("explain_claim", selection)
         with self._transaction(write=False) as connection:
-            rows = selection.fetch(connection, statement, (*params, limit), claim_set)
+            rows = selection_sql.fetch(
+                connection, statement, (*params, selection.limit), selection.claim_set
+            )
         return "\n".join(str(row[-1]) for row in rows)
 
     # -- primitives ---------------------------------------------------------
@@ -201,124 +176,106 @@ class SqliteBackend(SqliteConnection):
         with self._transaction() as connection:
             return connection.execute(self._sql.statement("delete"), (table, key)).rowcount > 0
 
-    def query(
-        self, table: str, where: Sequence[Condition], match: str, ordering: Ordering, limit: int
-    ) -> list[Row]:
+    def query(self, selection: Selection) -> list[Row]:
         with self._transaction(write=False) as connection:
-            return selection.select(connection, self._sql, table, where, match, ordering, limit)
+            return selection_sql.select(connection, self._sql, selection)
 
-    def update(
-        self,
-        table: str,
-        key: str,
-        where: Sequence[Condition],
-        match: str,
-        mutations: Sequence[Mutation],
-        receipt: Receipt | None = None,
-    ) -> tuple[dict[str, Any] | None, bool]:
-        where_sql, params = self._sql.where.compile(where, match)
-        fields = plain_fields(mutations)
+    def update(self, request: UpdateRequest) -> Updated:
+        where_sql, params = self._sql.where.compile(request.where, request.match)
+        table, key, receipt = request.table, request.key, request.receipt
+        fields = plain_fields(request.mutations)
         with self._transaction(alone=fields is not None and receipt is None) as connection:
             recorded = receipts.recorded(connection, self._sql.statement, receipt)
             if recorded is not receipts.NOTHING:
-                return recorded[0], True
+                return Updated(recorded[0], replayed=True)
             if fields is not None:  # one UPDATE … RETURNING: no read, no Python apply
                 row = connection.execute(
                     self._sql.statement("guarded_update", where_sql, mutation=json_set_sql(fields)),
-                    (*json_set_params(mutations), timestamps.now(), table, key, *params),
+                    (*json_set_params(request.mutations), timestamps.now(), table, key, *params),
                 ).fetchone()
                 new_value = None if row is None else json.loads(row[0])
             else:
                 row = connection.execute(
                     self._sql.statement("guarded", where_sql), (table, key, *params)
                 ).fetchone()
-                new_value = None if row is None else apply(mutations, json.loads(row[0]))
+                new_value = None if row is None else apply(request.mutations, json.loads(row[0]))
                 if new_value is not None:
                     connection.execute(
                         self._sql.statement("write"),
                         (dumps(new_value), timestamps.now(), table, key),
                     )
             receipts.record(connection, self._sql.statement, receipt, [new_value])
-        return new_value, False
+        return Updated(new_value)
 
-    def claim(
-        self,
-        table: str,
-        where: Sequence[Condition],
-        match: str,
-        ordering: Ordering,
-        limit: int,
-        mutations: Sequence[Mutation],
-        claim_set: ChosenSet | None = None,
-        receipt: Receipt | None = None,
-    ) -> tuple[list[Row], bool]:
-        fields = plain_fields(mutations)
-        # Ordered by created_at and without a receipt the claim is one statement.
-        alone = fields is not None and receipt is None and ordering.column == "created_at"
+    def claim(self, request: ClaimRequest) -> Claimed:
+        selection, receipt = request.selection, request.receipt
+        deleting = request.mode == "delete"
+        fields = plain_fields(request.mutations)
+        # Ordered by created_at (or deleting) and without a receipt the claim is one statement.
+        one_statement = deleting or (
+            fields is not None and selection.ordering.column == "created_at"
+        )
+        alone = one_statement and receipt is None
         with self._transaction(alone=alone) as connection:
             recorded = receipts.recorded(connection, self._sql.statement, receipt)
             if recorded is not receipts.NOTHING:
-                return [(key, value) for key, value in recorded], True
-            if fields is not None:
-                claimed = selection.claim_in_sql(
-                    connection,
-                    self._sql,
-                    table,
-                    where,
-                    match,
-                    ordering,
-                    limit,
-                    mutations,
-                    fields,
-                    claim_set,
-                )
+                return Claimed([(key, value) for key, value in recorded], replayed=True)
+            if deleting:
+                claimed = selection_sql.delete_in_sql(connection, self._sql, selection)
+                if request.archive_table is not None:
+                    now = timestamps.now()
+                    connection.executemany(
+                        self._sql.statement("put"),
+                        [
+                            (request.archive_table, key, dumps(value), now, now)
+                            for key, value in claimed
+                        ],
+                    )
+            elif fields is not None:
+                claimed = selection_sql.claim_in_sql(connection, self._sql, request, fields)
             else:
-                picked = selection.select(
-                    connection, self._sql, table, where, match, ordering, limit, claim_set
-                )
-                claimed = [(key, apply(mutations, value)) for key, value in picked]
+                picked = selection_sql.select(connection, self._sql, selection)
+                claimed = [(key, apply(request.mutations, value)) for key, value in picked]
                 now = timestamps.now()
                 connection.executemany(
                     self._sql.statement("write"),
-                    [(dumps(value), now, table, key) for key, value in claimed],
+                    [(dumps(value), now, selection.table, key) for key, value in claimed],
                 )
             receipts.record(
                 connection, self._sql.statement, receipt, [list(row) for row in claimed]
             )
-        return claimed, False
+        return Claimed(claimed)
 
-    def upsert(
-        self,
-        table: str,
-        key: str,
-        insert_value: dict[str, Any],
-        mutations: Sequence[Mutation],
-        receipt: Receipt | None = None,
-    ) -> tuple[tuple[bool, dict[str, Any]], bool]:
+    def upsert(self, request: UpsertRequest) -> Upserted:
+        table, key, receipt = request.table, request.key, request.receipt
         with self._transaction() as connection:
             recorded = receipts.recorded(connection, self._sql.statement, receipt)
             if recorded is not receipts.NOTHING:
                 inserted, value = recorded
-                return (bool(inserted), value), True
+                return Upserted(bool(inserted), value, replayed=True)
             row = connection.execute(self._sql.statement("get"), (table, key)).fetchone()
             now = timestamps.now()
             if row is None:
                 connection.execute(
-                    self._sql.statement("insert"), (table, key, dumps(insert_value), now, now)
+                    self._sql.statement("insert"),
+                    (table, key, dumps(request.insert_value), now, now),
                 )
-                inserted, value = True, insert_value
+                inserted, value = True, request.insert_value
             else:
                 inserted, value = False, json.loads(row[0])
-                if mutations:
-                    value = apply(mutations, value)
+                if request.mutations:
+                    value = apply(request.mutations, value)
                     connection.execute(
                         self._sql.statement("write"), (dumps(value), now, table, key)
                     )
             receipts.record(connection, self._sql.statement, receipt, [inserted, value])
-        return (inserted, value), False
+        return Upserted(inserted, value)
 
     def purge_receipts(self, limit: int) -> int:
         with self._transaction() as connection:
             return connection.execute(
                 self._sql.statement("purge_receipts"), (timestamps.now(), limit)
             ).rowcount
+
+    def close(self) -> None:
+        self.connection.close()

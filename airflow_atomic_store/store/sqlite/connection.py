@@ -171,8 +171,12 @@ class SqliteConnection:
                     raise
                 time.sleep(random.uniform(0.005, 0.05))
 
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
     @contextmanager
-    def _transaction(
+    def transaction(
         self, *, write: bool = True, alone: bool = False
     ) -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` (or, to only read, ``BEGIN``) … ``COMMIT``.

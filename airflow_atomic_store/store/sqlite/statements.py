@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from airflow_atomic_store.spec import Condition, Ordering
-from airflow_atomic_store.store.claim_sets import ChosenSet
+from airflow_atomic_store.spec import Condition
 from airflow_atomic_store.store.compiler import WhereCompiler, order_sql
+from airflow_atomic_store.store.named_queries import named_queries
+from airflow_atomic_store.store.requests import Selection
 from airflow_atomic_store.store.sqlite.where import SqliteWhere, literal
 
 #: Compiled selections a backend keeps (``StatementCompiler.compile_select``).
@@ -27,21 +28,8 @@ _SELECT = (
 )
 _PICK = "SELECT r.rowid FROM {source} WHERE {table_filter} AND {where} ORDER BY {order} LIMIT ?"
 
+#: The statements with holes; the static ones are in ``queries.sql``.
 STATEMENTS = {
-    "get": "SELECT value FROM {table} WHERE table_name = ? AND key = ?",
-    "put": (
-        "INSERT INTO {table} (table_name, key, value, created_at, record_timestamp) "
-        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (table_name, key) DO UPDATE "
-        "SET value = excluded.value, record_timestamp = excluded.record_timestamp"
-    ),
-    "insert": (
-        "INSERT INTO {table} (table_name, key, value, created_at, record_timestamp) "
-        "VALUES (?, ?, ?, ?, ?)"
-    ),
-    "write": (
-        "UPDATE {table} SET value = ?, record_timestamp = ? WHERE table_name = ? AND key = ?"
-    ),
-    "delete": "DELETE FROM {table} WHERE table_name = ? AND key = ?",
     "guarded": (
         "SELECT r.value FROM {table} AS r WHERE r.table_name = ? AND r.key = ? AND {where}"
     ),
@@ -56,6 +44,13 @@ STATEMENTS = {
     "claim_update": (
         "UPDATE {table} SET value = {mutation}, record_timestamp = ? "
         f"WHERE rowid IN ({_PICK}) RETURNING key, value, created_at"
+    ),
+    # A delete-claim: RETURNING shows the rows as they were, order column included.
+    "delete_created_at": (
+        f"DELETE FROM {{table}} WHERE rowid IN ({_PICK}) RETURNING key, value, created_at"
+    ),
+    "delete_record_timestamp": (
+        f"DELETE FROM {{table}} WHERE rowid IN ({_PICK}) RETURNING key, value, record_timestamp"
     ),
     # RETURNING shows the new record_timestamp only, so a claim ordered by the old
     # one picks its rows (in order) first, then updates them.
@@ -86,19 +81,6 @@ STATEMENTS = {
         "problem = CASE WHEN excluded.origin = 'declared' THEN NULL ELSE problem END"
     ),
     "forget_set": "DELETE FROM {table}_claim_sets WHERE name = ?",
-    "read_receipt": (
-        "SELECT primitive, table_name, target, result, expires_at < ? "
-        "FROM {table}_receipts WHERE idempotency_key = ?"
-    ),
-    "forget_receipt": "DELETE FROM {table}_receipts WHERE idempotency_key = ?",
-    "record_receipt": (
-        "INSERT INTO {table}_receipts (idempotency_key, primitive, table_name, target, result, "
-        "created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-    ),
-    "purge_receipts": (
-        "DELETE FROM {table}_receipts WHERE idempotency_key IN (SELECT idempotency_key "
-        "FROM {table}_receipts WHERE expires_at < ? ORDER BY expires_at LIMIT ?)"
-    ),
 }
 
 
@@ -111,6 +93,10 @@ class StatementCompiler:
     def __init__(self, table: str) -> None:
         self._table = table
         self.where = WhereCompiler(SqliteWhere())
+        self._static = {
+            name: statement.format(table=table)
+            for name, statement in named_queries(__package__).items()
+        }
         self.statement = lru_cache(maxsize=512)(self._build)
         #: ``compile_select``'s results by the parsed ``where`` object (see there).
         self._compiled: dict[tuple[Any, ...], tuple[Sequence[Condition], str, tuple[Any, ...]]] = {}
@@ -124,6 +110,8 @@ class StatementCompiler:
         table_filter: str = "r.table_name = ?",
         mutation: str = "",
     ) -> str:
+        if kind in self._static:
+            return self._static[kind]
         return STATEMENTS[kind].format(
             table=self._table,
             where=where_sql,
@@ -134,14 +122,7 @@ class StatementCompiler:
         )
 
     def compile_select(
-        self,
-        kind: str,
-        table: str,
-        where: Sequence[Condition],
-        match: str,
-        ordering: Ordering,
-        claim_set: ChosenSet | None,
-        mutation: str = "",
+        self, kind: str, selection: Selection, mutation: str = ""
     ) -> tuple[str, list[Any]]:
         """The selection and its parameters but the limit; with a set, through its index.
 
@@ -152,40 +133,41 @@ class StatementCompiler:
         everything else the statement depends on (the table, the chosen set and
         its inlined conditions, the order, the mutation) is in the key.
         """
-        key = (kind, table, id(where), match, ordering, claim_set, mutation)
+        where = selection.where
+        key = (
+            kind,
+            selection.table,
+            id(where),
+            selection.match,
+            selection.ordering,
+            selection.claim_set,
+            mutation,
+        )
         known = self._compiled.get(key)
         if known is not None and known[0] is where:
             return known[1], list(known[2])
-        statement, params = self._compile_anew(
-            kind, table, where, match, ordering, claim_set, mutation
-        )
+        statement, params = self._compile_anew(kind, selection, mutation)
         if len(self._compiled) >= _MAX_COMPILED:
             self._compiled.clear()
         self._compiled[key] = (where, statement, tuple(params))
         return statement, params
 
     def _compile_anew(
-        self,
-        kind: str,
-        table: str,
-        where: Sequence[Condition],
-        match: str,
-        ordering: Ordering,
-        claim_set: ChosenSet | None,
-        mutation: str,
+        self, kind: str, selection: Selection, mutation: str
     ) -> tuple[str, list[Any]]:
+        claim_set, order = selection.claim_set, order_sql(selection.ordering)
         if claim_set is None:
-            where_sql, params = self.where.compile(where, match)
-            statement = self.statement(kind, where_sql, order_sql(ordering), mutation=mutation)
-            return statement, [table, *params]
-        conditions, inline = claim_set.claim_filter(where)
-        where_sql, params = self.where.compile(conditions, match, inline)
+            where_sql, params = self.where.compile(selection.where, selection.match)
+            statement = self.statement(kind, where_sql, order, mutation=mutation)
+            return statement, [selection.table, *params]
+        conditions, inline = claim_set.claim_filter(selection.where)
+        where_sql, params = self.where.compile(conditions, selection.match, inline)
         statement = self.statement(
             kind,
             where_sql,
-            order_sql(ordering),
+            order,
             f"{self._table} AS r INDEXED BY {claim_set.name}",
-            f"r.table_name = {literal(table)}",
+            f"r.table_name = {literal(selection.table)}",
             mutation,
         )
         return statement, params

@@ -263,17 +263,29 @@ def _row_state(value: dict[str, Any] | None) -> Hashable:
     return ("held", value.get("claimedBy"))
 
 
-def queue(calls: Iterable[Call], table: str, classify: Classify = claim_kind) -> Translated:
+#: Calls that declare, list or drop claimable sets: they change no row.
+SET_CALLS = ("ensure_claim_index", "claim_sets", "drop_claim_set")
+
+
+def queue(
+    calls: Iterable[Call],
+    table: str,
+    classify: Classify = claim_kind,
+    pending: Iterable[str] = (),
+) -> Translated:
     """Per-row operations of a claimable queue (models.QUEUE_ROW).
 
     A claim is split into one operation per row it returned; a claim of unknown
     outcome may have taken any row, so it becomes one unknown operation on
     every row of the table. Each returned batch is checked against the claim's
-    limit, and for a row returned twice.
+    limit, and for a row returned twice. ``pending`` rows were enqueued before
+    the history began (written by calls nobody recorded).
     """
     mine, problems = _of(calls, table)
     out = Translated(problems=problems)
-    rows: set[str] = set()
+    rows: set[str] = set(pending)
+    for row in sorted(rows):
+        out.operations.append(Operation("before", "enqueue", row, None, None, -2, -1))
     for call in mine:
         if call.method == "put":
             rows.add(call.args["key"])
@@ -307,6 +319,6 @@ def queue(calls: Iterable[Call], table: str, classify: Classify = claim_kind) ->
         elif call.method == "query" and not call.args.get("where") and call.ok:
             for row in result:  # a full listing: one read per row it shows
                 out.add(call, "read", row["key"], None, _row_state(row["value"]))
-        elif call.method != "query":
+        elif call.method != "query" and call.method not in SET_CALLS:
             raise _unexpected(call)
     return out

@@ -1,0 +1,1 @@
+"""TaskFlow decorators the provider registers (``task-decorators`` in provider info)."""

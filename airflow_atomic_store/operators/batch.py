@@ -1,0 +1,190 @@
+"""``AtomicBatchOperator``: claim a batch, run a function per row, record each row's outcome.
+
+What ``@task.atomic_batch`` runs (``decorators/atomic_batch.py``). A mapped recipe
+runs a task instance per claimed row: two per row in the UI, and a run over 100
+rows is 200 task instances. This runs one task for the whole batch, calling the
+function once per row so that each row gets its own outcome:
+
+* the claim is keyed by the task instance, as the operators' are: a retried task
+  replays its batch;
+* each row's outcome is written to the row itself, guarded on ``claimedBy`` (the
+  DAG run) and ``status: in_flight``: ``done`` with ``finishedAt`` (what
+  ``retire`` reads), or ``failed`` with the ``error`` and ``finishedAt`` (the
+  dead-letter list). A row another run took over (stale-claim recovery) is left
+  alone;
+* one failing row fails neither the others nor the task; a retried task skips
+  the rows its earlier tries finished;
+* the result counts the batch's rows by outcome.
+
+With ``mode="delete"`` the rows leave the table when claimed; their outcomes go to
+``outcomes_table`` (keyed ``<task instance key>/<row key>``), which a retry reads to
+skip them. Per row, calling the function is at least once (a try that dies
+between the call and the outcome's write calls it again): keep the recipes'
+process-once guard around side effects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from airflow_atomic_store import timestamps
+from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
+from airflow_atomic_store.operators.base import BaseAtomicOperator, store_defaults
+from airflow_atomic_store.templating import AtomicNamespace
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+_DEFAULTS = store_defaults("atomic_claim")
+#: How much of a row's error message its outcome keeps.
+ERROR_CHARS = 2000
+_FINISHED = ("done", "failed")
+
+
+class AtomicBatchOperator(BaseAtomicOperator):
+    """Claim up to ``limit`` rows and call ``process_row(row)`` for each, recording outcomes.
+
+    ``row`` is ``{"key": …, "value": …}``. The result is ``{"claimed": n, "done": d,
+    "failed": f, "skipped": s}``: ``done`` and ``failed`` count the batch's rows by
+    outcome, this try's and earlier tries' alike; ``skipped`` the rows another run
+    took over before this one finished them.
+
+    :param process_row: called once per claimed row (and, like a ``@task``, with the
+        context values its signature names).
+    :param table: the queue's table (templated).
+    :param where: conditions selecting claimable rows (templated).
+    :param limit: at most this many rows, 1 to 1000 (templated).
+    :param mode: ``"mark"`` (outcomes on the rows) or ``"delete"`` (templated).
+    :param outcomes_table: with ``mode="delete"``, where outcomes go (templated);
+        default ``<table>_outcomes``.
+    """
+
+    primitive = "claim"
+    template_fields: Sequence[str] = (
+        "conn_id",
+        "table",
+        "where",
+        "match",
+        "limit",
+        "mode",
+        "outcomes_table",
+        "idempotency_key",
+    )
+
+    def __init__(
+        self,
+        *,
+        process_row: Callable[..., Any],
+        where: Sequence[Mapping[str, Any]] | None = _DEFAULTS["where"],
+        match: str = _DEFAULTS["match"],
+        limit: int | str = _DEFAULTS["limit"],
+        mode: str = _DEFAULTS["mode"],
+        outcomes_table: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.process_row = process_row
+        self.where = where
+        self.match = match
+        self.limit = limit
+        self.mode = mode
+        self.outcomes_table = outcomes_table
+
+    def run_primitive(
+        self, hook: AtomicStoreHook, atomic: AtomicNamespace, idempotency_key: str | None
+    ) -> dict[str, Any]:
+        claimed = hook.atomic_claim(
+            self.table,
+            where=self.where,
+            match=self.match,
+            limit=cast("int", self.limit),  # rendered by now; the store checks its type
+            mode=self.mode,
+            execution_id=atomic.execution_id,
+            idempotency_key=idempotency_key,
+        )
+        outcomes = _Outcomes(hook, self, atomic.execution_id, idempotency_key)
+        counts = {"done": 0, "failed": 0, "skipped": 0}
+        for row in claimed["claimed"]:
+            outcome = outcomes.recorded(row) or outcomes.record(row, self._call(row))
+            counts[outcome] += 1
+        return {"claimed": claimed["count"], **counts}
+
+    def _call(self, row: dict[str, Any]) -> str | None:
+        """Run the function on one row: None when it returned, else its error."""
+        context = self._context
+        try:
+            self.process_row(row, **self.row_kwargs(row, context))
+        except Exception as exc:  # one row's failure is that row's outcome, not the task's
+            self.log.warning("row %r failed: %s", row["key"], exc)
+            return f"{type(exc).__name__}: {exc}"[:ERROR_CHARS]
+        return None
+
+    def row_kwargs(self, row: dict[str, Any], context: Context) -> Mapping[str, Any]:
+        """The keyword arguments ``process_row`` takes besides the row (none here)."""
+        return {}
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        self._context = context
+        return super().execute(context)
+
+    def describe(self, result: Mapping[str, Any]) -> str:
+        return (
+            f"claimed {result['claimed']} from {self.table}: {result['done']} done, "
+            f"{result['failed']} failed, {result['skipped']} taken over by another run"
+        )
+
+    def is_empty(self, result: Mapping[str, Any]) -> bool:
+        return not result["claimed"]
+
+    def rows_in(self, result: Mapping[str, Any]) -> int | None:
+        return int(result["claimed"])
+
+
+class _Outcomes:
+    """Where one batch's outcomes are recorded: on the rows, or in the outcomes table."""
+
+    def __init__(
+        self, hook: AtomicStoreHook, operator: AtomicBatchOperator, owner: str, key: str | None
+    ) -> None:
+        self._hook, self._owner = hook, owner
+        self._table = str(operator.table)
+        self._deleting = operator.mode == "delete"
+        self._outcomes = operator.outcomes_table or f"{self._table}_outcomes"
+        self._prefix = key or owner
+
+    def recorded(self, row: Mapping[str, Any]) -> str | None:
+        """The row's outcome if an earlier try finished it ("skipped": another run's now)."""
+        if self._deleting:
+            value = self._hook.get(self._outcomes, f"{self._prefix}/{row['key']}")
+            return None if value is None else str(value["status"])
+        value = self._hook.get(self._table, row["key"])
+        if value is None or value.get("claimedBy") != self._owner:
+            return "skipped"
+        status = value.get("status")
+        return str(status) if status in _FINISHED else None
+
+    def record(self, row: Mapping[str, Any], error: str | None) -> str:
+        status = "done" if error is None else "failed"
+        fields = {"status": status, "finishedAt": timestamps.now()}
+        if error is not None:
+            fields["error"] = error
+        if self._deleting:
+            key = f"{self._prefix}/{row['key']}"
+            self._hook.atomic_upsert(
+                self._outcomes, key, insert_value={"row": row["key"], **fields}
+            )
+            return status
+        updated = self._hook.atomic_update(
+            self._table,
+            row["key"],
+            where=[
+                {"field": "claimedBy", "operator": "equals", "value": self._owner},
+                {"field": "status", "operator": "equals", "value": "in_flight"},
+            ],
+            mutations=[
+                {"field": name, "operation": "set", "value": value}
+                for name, value in fields.items()
+            ],
+        )
+        return status if updated["updated"] else "skipped"

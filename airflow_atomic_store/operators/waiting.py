@@ -1,0 +1,120 @@
+"""What a deferrable operator's wait is made of: rounds, a deadline, a trigger to wait on.
+
+A deferrable claim (or guarded update) that finds nothing waits in the triggerer
+and tries again when it wakes. Its idempotency key spans the whole wait: each
+attempt is recorded under its own round (``<key>``, ``<key>/wait-1``, …), so a
+retried task replays the rounds that found nothing without waiting again, and
+stops at the round that applied (replaying it) or at the first round not yet run.
+The rounds' receipts must outlive the wait: a keyed wait ends, as if timed out,
+after a third of the store's ``receipt_retention``, and a retry has the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger
+
+from airflow_atomic_store import timestamps
+from airflow_atomic_store.spec.watch import parse_seconds
+
+#: The longest ``wait_timeout``: 30 days.
+WAIT_BOUNDS = (0.0, 30 * 86_400.0)
+#: Seconds a wait whose templates read the clock lasts before they are rendered again.
+RERENDER_SECONDS = 60.0
+#: A keyed wait lasts at most the receipt retention over this.
+RETENTION_SHARES = 3
+#: Airflow's own deferral timeout is the trigger's deadline plus this: it only
+#: fires when the triggerer could not deliver the trigger's timeout event.
+DEFER_GRACE = timedelta(minutes=5)
+
+
+def parse_wait_timeout(wait_timeout: timedelta | float | None) -> float | None:
+    return (
+        None if wait_timeout is None else parse_seconds(wait_timeout, "wait_timeout", WAIT_BOUNDS)
+    )
+
+
+@dataclass
+class Wait:
+    """One deferrable operator's wait: which round it is in and until when it waits.
+
+    Airflow makes the operator anew when the trigger fires; the round and deadline
+    come back as the resume method's kwargs (:meth:`resumed`).
+    """
+
+    wait_timeout: float | None
+    round: int = 0
+    deadline: str | None = None
+    waited_out: bool = False
+
+    def key(self, idempotency_key: str | None) -> str | None:
+        """The idempotency key of this round's attempt."""
+        if idempotency_key is None or self.round == 0:
+            return idempotency_key
+        return f"{idempotency_key}/wait-{self.round}"
+
+    def over(self) -> bool:
+        """Whether the wait has ended: the trigger timed out, or the deadline passed."""
+        if self.waited_out:
+            return True
+        if self.deadline is None:
+            return False
+        return timestamps.parse_timestamp(self.deadline) <= timestamps.utc_now()
+
+    def longest(self, receipt_retention: float, keyed: bool, log: Any) -> float | None:
+        """``wait_timeout``; keyed, at most a third of the receipt retention.
+
+        A retry replays the rounds from round 0 on. Were round 0's receipt to
+        expire, a retry would apply live beside what a later round applied.
+        """
+        if not keyed:
+            return self.wait_timeout
+        longest = receipt_retention / RETENTION_SHARES
+        if self.wait_timeout is not None and self.wait_timeout <= longest:
+            return self.wait_timeout
+        if self.deadline is None:
+            log.info(
+                "waiting at most %.0fs (a third of the store's receipt_retention) so that a "
+                "retry can replay this wait's rounds",
+                longest,
+            )
+        return longest
+
+    def defer(
+        self,
+        operator: Any,
+        make_trigger: Callable[..., BaseTrigger],
+        method_name: str,
+        wait: float | None,
+        read_clock: bool,
+    ) -> None:
+        """Defer ``operator`` on the trigger ``make_trigger(deadline=, rerender_at=)``.
+
+        ``read_clock``: a template read the time (``{{ atomic.now }}``), so the
+        operator's filter goes stale by the clock alone: the wait then ends every
+        ``RERENDER_SECONDS`` for the task to render, try, and wait anew.
+        """
+        if self.deadline is None and wait is not None:
+            self.deadline = timestamps.shifted(timedelta(seconds=wait))
+        timeout = None
+        if self.deadline is not None:
+            remaining = timestamps.parse_timestamp(self.deadline) - timestamps.utc_now()
+            timeout = max(remaining, timedelta(0)) + DEFER_GRACE
+        rerender_at = (
+            timestamps.shifted(timedelta(seconds=RERENDER_SECONDS)) if read_clock else None
+        )
+        operator.defer(
+            trigger=make_trigger(deadline=self.deadline, rerender_at=rerender_at),
+            method_name=method_name,
+            kwargs={"round": self.round, "deadline": self.deadline},
+            timeout=timeout,
+        )
+
+    def resumed(self, event: Mapping[str, Any] | None, round: int, deadline: str | None) -> None:
+        """Back from the triggerer: the round to try, and whether the wait timed out."""
+        self.round, self.deadline = round, deadline
+        self.waited_out = bool(event) and event.get("status") == "timeout"  # type: ignore[union-attr]

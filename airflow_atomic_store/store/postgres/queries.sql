@@ -1,0 +1,24 @@
+-- The PostgreSQL backend's static statements, one per name (queries.py loads them).
+-- Holes in braces are identifiers quoted by psycopg (sql.Identifier); values are
+-- bound parameters (%s).
+
+-- name: get
+SELECT value FROM {table} WHERE table_id = %s AND key = %s
+
+-- name: delete
+DELETE FROM {table} WHERE table_id = %s AND key = %s RETURNING 1
+
+-- name: read_receipt
+-- The recorded use and result of a key, and whether it has expired.
+SELECT primitive, table_name, target, result, expires_at < clock_timestamp()
+FROM {receipts} WHERE idempotency_key = %s
+
+-- name: forget_expired_receipt
+DELETE FROM {receipts} WHERE idempotency_key = %s AND expires_at < clock_timestamp()
+
+-- name: purge_receipts
+-- A bounded batch of expired receipts; concurrent purges skip each other's rows.
+DELETE FROM {receipts} WHERE idempotency_key IN (
+    SELECT idempotency_key FROM {receipts}
+    WHERE expires_at < clock_timestamp() ORDER BY expires_at LIMIT %s FOR UPDATE SKIP LOCKED
+)

@@ -1,0 +1,158 @@
+"""Retention: finished rows retired in bounded batches of delete-claims.
+
+A queue that marks rows in place keeps every row it ever consumed. Retiring is a
+loop of delete-claims (``mode="delete"``) over the finished statuses and a finish
+timestamp older than the threshold: each batch is one short statement that skips
+rows other claims hold (``SKIP LOCKED`` on PostgreSQL; one writer at a time on
+SQLite), uses the claimable set over those statuses (so it walks finished rows,
+not the queue), and never matches a ``pending`` or ``in_flight`` row. Optionally
+each batch is copied into an archive table in the same statement, as pgmq's
+``archive`` does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Final
+
+from airflow_atomic_store import timestamps
+from airflow_atomic_store.exceptions import SpecError
+from airflow_atomic_store.spec import (
+    Condition,
+    parse_limit,
+    parse_ordering,
+    parse_table,
+    parse_where,
+)
+from airflow_atomic_store.spec.paths import parse_path
+from airflow_atomic_store.store.claiming import Claims
+from airflow_atomic_store.store.requests import ClaimRequest, Selection
+
+#: Statuses a queue is working on: retention never retires them.
+UNFINISHED: Final = frozenset({"pending", "in_flight"})
+#: Rows one batch retires at most, and the longest time budget (a day).
+BATCH_LIMIT: Final = (1, 10_000)
+MAX_BUDGET_SECONDS: Final = 86_400.0
+#: Oldest first, so each run retires the longest-kept rows.
+_FIFO = parse_ordering("createdAt", "asc")
+
+
+class Retention:
+    """The store's ``retire`` verb, built on its delete-claims."""
+
+    def __init__(self, claims: Claims) -> None:
+        self._claims = claims
+
+    def retire(
+        self,
+        table: str,
+        *,
+        older_than: float | timedelta,
+        statuses: Sequence[str] = ("done",),
+        finished_field: str = "finishedAt",
+        limit: int = 500,
+        time_budget: float | timedelta = 30.0,
+        archive_table: str | None = None,
+    ) -> dict[str, Any]:
+        """Retire finished rows: ``status`` in ``statuses`` and ``finished_field`` (a
+        canonical timestamp the queue writes when it finishes a row) older than
+        ``older_than`` (seconds or a timedelta), in delete-claims of at most ``limit``
+        rows, for at most ``time_budget``. Never a ``pending`` or ``in_flight`` row; it
+        skips rows other claims hold and never waits for them. With ``archive_table``
+        each batch is copied there (replacing rows of the same key) by the statement
+        that deletes it. Returns ``{"retired": n, "batches": b, "complete": bool}``;
+        ``complete`` False means the budget ran out first: the next run goes on.
+        """
+        plan = plan_retention(
+            table, older_than, statuses, finished_field, limit, time_budget, archive_table
+        )
+        return plan.run(self._batch)
+
+    def _batch(self, plan: RetentionPlan) -> int:
+        selection = Selection(plan.table, plan.where, "all", _FIFO, plan.limit)
+        request = ClaimRequest(selection, (), None, "delete", plan.archive_table)
+        # The set over the finished statuses serves it: it walks finished rows only.
+        written = {plan.where[0].path.top_level}
+        return len(self._claims.run(request, written).rows)
+
+
+@dataclass(frozen=True)
+class RetentionPlan:
+    """What one ``retire`` call deletes: its filter, batch size, budget and archive."""
+
+    table: str
+    where: tuple[Condition, ...]
+    limit: int
+    time_budget: float
+    archive_table: str | None
+
+    def run(self, take_batch: Callable[[RetentionPlan], int]) -> dict[str, Any]:
+        """Delete-claim batches until one comes back short or the budget is spent.
+
+        ``complete`` is True when nothing more was retirable at the end; False when
+        the budget ran out first (the next run goes on where this one stopped).
+        """
+        deadline = time.monotonic() + self.time_budget
+        retired = batches = 0
+        while True:
+            taken = take_batch(self)
+            retired, batches = retired + taken, batches + 1
+            if taken < self.limit:
+                return {"retired": retired, "batches": batches, "complete": True}
+            if time.monotonic() >= deadline:
+                return {"retired": retired, "batches": batches, "complete": False}
+
+
+def plan_retention(
+    table: Any,
+    older_than: Any,
+    statuses: Any,
+    finished_field: Any,
+    limit: Any,
+    time_budget: Any,
+    archive_table: Any,
+) -> RetentionPlan:
+    """The parsed ``retire`` arguments; every error names its field, before any I/O."""
+    table = parse_table(table)
+    seconds = _seconds(older_than, "older_than", low=0.0, high=100 * 365 * 86_400.0)
+    finished = _statuses(statuses)
+    parse_path(finished_field, field="finished_field")
+    cutoff = timestamps.shifted(-timedelta(seconds=seconds))
+    where = parse_where(
+        [
+            {"field": "status", "operator": "in", "value": list(finished)},
+            {"field": finished_field, "operator": "lt", "value": cutoff},
+        ]
+    )
+    budget = _seconds(time_budget, "time_budget", low=0.0, high=MAX_BUDGET_SECONDS)
+    archive = None if archive_table is None else parse_table(archive_table)
+    if archive == table:
+        raise SpecError("archive_table", "must not be the table being retired")
+    count = parse_limit(limit, BATCH_LIMIT)
+    return RetentionPlan(table, where, count, budget, archive)
+
+
+def _statuses(statuses: Any) -> tuple[str, ...]:
+    if isinstance(statuses, str) or not isinstance(statuses, Sequence) or not statuses:
+        raise SpecError("statuses", f"must be a non-empty list of statuses, got {statuses!r}")
+    if not all(isinstance(status, str) and status for status in statuses):
+        raise SpecError("statuses", f"each status must be a non-empty string, got {statuses!r}")
+    working = sorted(UNFINISHED.intersection(statuses))
+    if working:
+        raise SpecError(
+            "statuses", f"retention never retires rows a queue is working on: {working}"
+        )
+    return tuple(statuses)
+
+
+def _seconds(value: Any, field: str, *, low: float, high: float) -> float:
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise SpecError(
+            field, f"must be a timedelta or seconds from {low:g} to {high:g}, got {value!r}"
+        )
+    return float(value)

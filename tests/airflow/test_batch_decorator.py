@@ -1,0 +1,105 @@
+"""``@task.atomic_batch``: one task claims a batch and records each row's outcome (both backends)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import task
+
+from airflow_atomic_store import AtomicStore
+from devkit.dagrun import DagRunResult, new_dag
+from tests.support.specs import ONE_RETRY, PENDING
+
+RunDag = Callable[..., DagRunResult]
+
+
+def _enqueue(store_url: str, count: int) -> None:
+    with AtomicStore(store_url) as store:
+        for number in range(count):
+            store.put("jobs", f"job-{number}", {"status": "pending", "n": number})
+
+
+def lost_after_commit(context: Any, result: Any = None) -> None:
+    if context["ti"].try_number == 1:
+        raise RuntimeError("the worker was lost after the rows were processed")
+
+
+def test_each_row_gets_its_outcome_and_one_failing_row_fails_neither_the_others_nor_the_task(
+    run_dag: RunDag, store_conn: str, store_url: str, dag_id: str, tmp_path: Path
+) -> None:
+    _enqueue(store_url, 5)
+    calls = tmp_path / "calls.txt"
+    with new_dag(dag_id, default_args=ONE_RETRY) as dag:
+
+        @task.atomic_batch(
+            conn_id=store_conn,
+            table="jobs",
+            where=PENDING,
+            limit=10,
+            post_execute=lost_after_commit,
+        )
+        def process(row: dict, run_id: str | None = None) -> None:
+            with calls.open("a") as log:
+                log.write(f"{row['key']} {run_id is not None}\n")
+            if row["value"]["n"] == 2:
+                raise ValueError("the API refused job 2")
+
+        process()
+
+    run = run_dag(dag)
+    assert (run.state_of("process"), run.try_number_of("process")) == ("success", 2)
+    assert run.xcom("process") == {"claimed": 5, "done": 4, "failed": 1, "skipped": 0}
+    # The retry replayed the batch and skipped every finished row: one call per row.
+    assert sorted(calls.read_text().splitlines()) == [f"job-{n} True" for n in range(5)]
+    with AtomicStore(store_url) as store:
+        values = {row["key"]: row["value"] for row in store.query("jobs")}
+    assert [values[f"job-{n}"]["status"] for n in range(5)] == [
+        "done",
+        "done",
+        "failed",
+        "done",
+        "done",
+    ]
+    assert values["job-2"]["error"] == "ValueError: the API refused job 2"
+    assert all(
+        value["finishedAt"] and value["claimedBy"] == run.execution_id for value in values.values()
+    )
+
+
+def test_a_delete_mode_batch_records_outcomes_in_its_outcomes_table(
+    run_dag: RunDag, store_conn: str, store_url: str, dag_id: str
+) -> None:
+    _enqueue(store_url, 3)
+    with new_dag(dag_id) as dag:
+
+        @task.atomic_batch(conn_id=store_conn, table="jobs", where=PENDING, mode="delete")
+        def process(row: dict) -> None:
+            if row["key"] == "job-0":
+                raise RuntimeError("boom")
+
+        process()
+
+    run = run_dag(dag)
+    assert run.xcom("process") == {"claimed": 3, "done": 2, "failed": 1, "skipped": 0}
+    with AtomicStore(store_url) as store:
+        assert store.query("jobs") == []
+        outcomes = {
+            row["value"]["row"]: row["value"]["status"] for row in store.query("jobs_outcomes")
+        }
+    assert outcomes == {"job-0": "failed", "job-1": "done", "job-2": "done"}
+
+
+def test_an_empty_queue_gives_an_empty_batch(run_dag: RunDag, store_conn: str, dag_id: str) -> None:
+    with new_dag(dag_id) as dag:
+
+        @task.atomic_batch(conn_id=store_conn, table="jobs", where=PENDING)
+        def process(row: dict) -> None:
+            raise AssertionError("no row to process")
+
+        process()
+
+    run = run_dag(dag)
+    assert run.state_of("process") == "success"
+    assert run.xcom("process") == {"claimed": 0, "done": 0, "failed": 0, "skipped": 0}

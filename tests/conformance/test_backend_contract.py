@@ -1,0 +1,213 @@
+"""Each method of the ``Backend`` protocol does what the contract says, on every backend."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from airflow_atomic_store.exceptions import IdempotencyKeyError
+from airflow_atomic_store.spec import parse_mutations, parse_ordering, parse_where
+from airflow_atomic_store.store.backend import Backend
+from airflow_atomic_store.store.receipts import Receipt
+from airflow_atomic_store.store.requests import (
+    Backlog,
+    ClaimRequest,
+    Selection,
+    UpdateRequest,
+    UpsertRequest,
+)
+
+FIFO = parse_ordering("createdAt", "asc")
+LIFO = parse_ordering("createdAt", "desc")
+PENDING = parse_where([{"field": "status", "operator": "equals", "value": "pending"}])
+TAKE = parse_mutations([{"field": "status", "operation": "set", "value": "taken"}])
+ADD_ONE = parse_mutations([{"field": "n", "operation": "increment", "value": 1}])
+
+
+def _queue(backend: Backend, table: str, count: int) -> list[str]:
+    keys = [f"job-{number:02d}" for number in range(count)]
+    for key in keys:
+        backend.put(table, key, {"status": "pending", "n": 0})
+        time.sleep(0.002)  # distinct created_at, so FIFO order is the insertion order
+    return keys
+
+
+def _pending(table: str, limit: int, ordering: Any = FIFO) -> Selection:
+    return Selection(table, PENDING, "all", ordering, limit)
+
+
+def _receipt(key: str, primitive: Any, table: str, target: str = "") -> Receipt:
+    return Receipt(key, primitive, table, target, retention=3600.0)
+
+
+def test_put_get_delete_round_trip_and_put_replaces_the_whole_value(
+    contract_backend: Backend,
+) -> None:
+    contract_backend.put("t", "k", {"a": 1, "b": {"c": [1, 2]}})
+    assert contract_backend.get("t", "k") == {"a": 1, "b": {"c": [1, 2]}}
+    contract_backend.put("t", "k", {"z": None})
+    assert contract_backend.get("t", "k") == {"z": None}
+    assert contract_backend.get("other", "k") is None
+    assert contract_backend.delete("t", "k") is True
+    assert contract_backend.delete("t", "k") is False
+    assert contract_backend.get("t", "k") is None
+
+
+def test_query_returns_the_matching_rows_in_the_selection_order_up_to_its_limit(
+    contract_backend: Backend,
+) -> None:
+    keys = _queue(contract_backend, "q", 5)
+    contract_backend.put("q", "done", {"status": "done"})
+    assert [key for key, _ in contract_backend.query(_pending("q", 3))] == keys[:3]
+    assert [key for key, _ in contract_backend.query(_pending("q", 10, LIFO))] == keys[::-1]
+    assert contract_backend.query(_pending("nothing-written", 10)) == []
+
+
+def test_count_is_capped_and_names_the_first_row_in_the_selection_order(
+    contract_backend: Backend,
+) -> None:
+    keys = _queue(contract_backend, "q", 4)
+    assert contract_backend.count(_pending("q", 1000)) == Backlog(4, keys[0])
+    assert contract_backend.count(_pending("q", 2)) == Backlog(2, keys[0])
+    assert contract_backend.count(_pending("q", 1000, LIFO)) == Backlog(4, keys[-1])
+    assert contract_backend.count(_pending("empty", 1000)) == Backlog(0, None)
+
+
+def test_update_applies_only_when_the_row_exists_and_the_guard_holds(
+    contract_backend: Backend,
+) -> None:
+    contract_backend.put("t", "k", {"status": "pending", "n": 1})
+    applied = contract_backend.update(UpdateRequest("t", "k", PENDING, "all", ADD_ONE))
+    assert (applied.value, applied.replayed) == ({"status": "pending", "n": 2}, False)
+    taken = contract_backend.update(UpdateRequest("t", "k", PENDING, "all", TAKE))
+    assert taken.value == {"status": "taken", "n": 2}
+    refused = contract_backend.update(UpdateRequest("t", "k", PENDING, "all", ADD_ONE))
+    assert refused.value is None
+    missing = contract_backend.update(UpdateRequest("t", "absent", (), "all", ADD_ONE))
+    assert missing.value is None
+    assert contract_backend.get("t", "absent") is None
+
+
+def test_a_keyed_update_applies_once_and_replays_its_recorded_value(
+    contract_backend: Backend,
+) -> None:
+    contract_backend.put("t", "k", {"n": 0})
+    receipt = _receipt("u-1", "update", "t", "k")
+    request = UpdateRequest("t", "k", (), "all", ADD_ONE, receipt)
+    first, again = contract_backend.update(request), contract_backend.update(request)
+    assert (first.value, first.replayed) == ({"n": 1}, False)
+    assert (again.value, again.replayed) == ({"n": 1}, True)
+    assert contract_backend.get("t", "k") == {"n": 1}
+    contract_backend.put("t", "other", {"n": 0})
+    reused = _receipt("u-1", "update", "t", "other")  # the same key for another row
+    with pytest.raises(IdempotencyKeyError):
+        contract_backend.update(UpdateRequest("t", "other", (), "all", ADD_ONE, reused))
+    assert contract_backend.get("t", "other") == {"n": 0}
+
+
+def test_claim_takes_up_to_the_limit_in_claim_order_and_marks_the_rows(
+    contract_backend: Backend,
+) -> None:
+    keys = _queue(contract_backend, "q", 5)
+    claimed = contract_backend.claim(ClaimRequest(_pending("q", 3), TAKE))
+    assert [key for key, _ in claimed.rows] == keys[:3]
+    assert all(value == {"status": "taken", "n": 0} for _, value in claimed.rows)
+    assert not claimed.replayed
+    rest = contract_backend.claim(ClaimRequest(_pending("q", 10, LIFO), TAKE))
+    assert [key for key, _ in rest.rows] == keys[:2:-1]
+    assert contract_backend.claim(ClaimRequest(_pending("q", 10), TAKE)).rows == []
+
+
+def test_a_keyed_claim_replays_the_first_batch_and_claims_nothing_more(
+    contract_backend: Backend,
+) -> None:
+    keys = _queue(contract_backend, "q", 4)
+    request = ClaimRequest(_pending("q", 2), TAKE, _receipt("c-1", "claim", "q"))
+    first, again = contract_backend.claim(request), contract_backend.claim(request)
+    assert [key for key, _ in first.rows] == keys[:2]
+    assert (again.rows, again.replayed) == (first.rows, True)
+    assert contract_backend.count(_pending("q", 1000)).count == 2
+
+
+def test_upsert_inserts_when_absent_and_mutates_or_seeds_when_present(
+    contract_backend: Backend,
+) -> None:
+    inserted = contract_backend.upsert(UpsertRequest("t", "k", {"n": 5}, ADD_ONE))
+    assert (inserted.inserted, inserted.value) == (True, {"n": 5})
+    updated = contract_backend.upsert(UpsertRequest("t", "k", {"n": 5}, ADD_ONE))
+    assert (updated.inserted, updated.value) == (False, {"n": 6})
+    seeded = contract_backend.upsert(UpsertRequest("t", "k", {"n": 0}, ()))
+    assert (seeded.inserted, seeded.value) == (False, {"n": 6})
+    fresh = contract_backend.upsert(UpsertRequest("t", "new", {"n": 0}, ()))
+    assert (fresh.inserted, fresh.value) == (True, {"n": 0})
+
+
+def test_a_keyed_upsert_replays_which_branch_fired(contract_backend: Backend) -> None:
+    request = UpsertRequest("t", "k", {"n": 1}, ADD_ONE, _receipt("s-1", "upsert", "t", "k"))
+    first, again = contract_backend.upsert(request), contract_backend.upsert(request)
+    assert (first.inserted, first.value, first.replayed) == (True, {"n": 1}, False)
+    assert (again.inserted, again.value, again.replayed) == (True, {"n": 1}, True)
+    assert contract_backend.get("t", "k") == {"n": 1}
+
+
+def test_purge_removes_only_expired_receipts_in_bounded_batches(
+    contract_backend: Backend,
+) -> None:
+    for number in range(3):
+        receipt = Receipt(f"p-{number}", "upsert", "t", f"k{number}", retention=0.001)
+        contract_backend.upsert(UpsertRequest("t", f"k{number}", {}, (), receipt))
+    kept = Receipt("kept", "upsert", "t", "kept", retention=3600.0)
+    contract_backend.upsert(UpsertRequest("t", "kept", {}, (), kept))
+    time.sleep(0.05)
+    assert contract_backend.purge_receipts(2) == 2
+    assert contract_backend.purge_receipts(100) == 1
+    assert contract_backend.purge_receipts(100) == 0
+
+
+def test_explain_claim_returns_the_databases_plan_as_text(contract_backend: Backend) -> None:
+    _queue(contract_backend, "q", 2)
+    for generic in (False, True):
+        plan = contract_backend.explain_claim(_pending("q", 10), generic=generic)
+        assert isinstance(plan, str) and plan.strip()
+    assert contract_backend.count(_pending("q", 1000)).count == 2  # explaining claims nothing
+
+
+def test_notifications_when_offered_count_as_the_backend_does(
+    contract_backend: Backend, backend: str
+) -> None:
+    notifications = contract_backend.notifications()
+    if backend == "sqlite":
+        assert notifications is None  # no notifications: its triggers poll
+        return
+    assert notifications is not None
+    assert notifications.written_query("q") is not None  # nothing wrote "q" yet
+    keys = _queue(contract_backend, "q", 3)
+    statement, params = notifications.count_query(_pending("q", 1000))
+    assert isinstance(statement, bytes) and isinstance(params, list)
+    assert contract_backend.count(_pending("q", 1000)) == Backlog(3, keys[0])
+    assert notifications.written_query("q") is None  # the id is known now
+
+
+def test_snapshot_is_a_read_only_view_of_the_rows(contract_backend: Backend) -> None:
+    _queue(contract_backend, "q", 2)
+    contract_backend.put("q", "done", {"status": "done"})
+    with contract_backend.snapshot() as snapshot:
+        assert snapshot.table_counts() == [("q", 3)]
+        assert sorted(snapshot.status_counts("q"), key=str) == [("done", 1), ("pending", 2)]
+    assert contract_backend.count(_pending("q", 1000)).count == 2
+
+
+def test_a_delete_claim_removes_its_rows_and_answers_their_last_values(
+    contract_backend: Backend,
+) -> None:
+    keys = _queue(contract_backend, "q", 4)
+    deleted = contract_backend.claim(ClaimRequest(_pending("q", 3), (), mode="delete"))
+    assert [key for key, _ in deleted.rows] == keys[:3]
+    assert all(value == {"status": "pending", "n": 0} for _, value in deleted.rows)
+    assert all(contract_backend.get("q", key) is None for key in keys[:3])
+    keyed = ClaimRequest(_pending("q", 3), (), _receipt("d-1", "claim", "q"), mode="delete")
+    first, again = contract_backend.claim(keyed), contract_backend.claim(keyed)
+    assert [key for key, _ in first.rows] == keys[3:]
+    assert (again.rows, again.replayed) == (first.rows, True)
