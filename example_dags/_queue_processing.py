@@ -7,8 +7,10 @@ built here for its table.
 The mapped tasks are handed only the claimed keys and read each row from the store,
 so a claimed batch is kept once in Airflow's metadata DB (the claim's XCom), however
 large its payloads.
-Airflow puts the DAGs folder on ``sys.path``, so the DAG files import it by name;
-``.airflowignore`` keeps the DAG processor from parsing it as a DAG file.
+The DAG files import it relatively when they are imported by the path provider info
+lists (``airflow_atomic_store.example_dags.queue_dispatcher``), and by name when Airflow
+parses them from a DAGs folder (which it puts on ``sys.path``); ``.airflowignore``
+keeps the DAG processor from parsing it as a DAG file.
 
 A claim is at-least-once: a run can die after it performed a row's side effect but
 before it marked the row done, and the stale-claim recovery then hands that row out
