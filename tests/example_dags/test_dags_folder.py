@@ -25,6 +25,8 @@ DAG_IDS = [
     "queue_dispatcher",
     "queue_producer",
     "rate_limit_per_key",
+    "semaphore_load",
+    "semaphore_report",
     "stale_claim_recovery",
     "token_bucket",
     "token_bucket_refill",
