@@ -57,6 +57,13 @@ QUEUE_PARAMS: dict[str, Any] = {
         description="an item whose side effect was started but never finished: send it "
         "again under its idempotency key (true), or flag it needs_review (false)",
     ),
+    "max_attempts": Param(
+        3,
+        type="integer",
+        minimum=1,
+        description="a row whose processing task failed this many times goes to failed "
+        "(the dead-letter list) instead of back to pending",
+    ),
 }
 """Parameters every queue-draining DAG takes; a run's conf can override each one."""
 
@@ -98,20 +105,44 @@ def stale_claim_recovery(
                 600, type="number", minimum=0, description="re-claim rows claimed longer ago"
             ),
             "batch_size": Param(100, type="integer", minimum=1, maximum=1000),
+            "reclaim_dead_runs": Param(
+                True,
+                type="boolean",
+                description="also re-claim rows whose claiming DAG run is no longer running "
+                "(asked of Airflow), however recent their claim",
+            ),
         },
     )
     def recovery() -> None:
         # [START reclaim]
+        @task
+        def abandoned_claimers(**context: Any) -> list[str]:
+            """Who claimed ``in_flight`` rows and is gone: run no longer running, or too old."""
+            params = context["params"]
+            cutoff = timestamps.shifted(timedelta(seconds=-params["stale_after_seconds"]))
+            with AtomicStoreHook(params["conn_id"]) as hook:
+                rows = hook.query(params["table"], where=IN_FLIGHT, limit=1000)
+            claims = {row["value"].get("claimedBy"): row["value"].get("claimedAt") for row in rows}
+            return sorted(
+                claimer
+                for claimer, claimed_at in claims.items()
+                if claimer is not None
+                and (
+                    (claimed_at or "") < cutoff
+                    or (params["reclaim_dead_runs"] and not run_is_active(context, claimer))
+                )
+            )
+
         reclaim = AtomicClaimOperator(
             task_id="reclaim",
             conn_id="{{ params.conn_id }}",
             table="{{ params.table }}",
             where=[
-                {"field": "status", "operator": "equals", "value": "in_flight"},
+                *IN_FLIGHT,
                 {
-                    "field": "claimedAt",
-                    "operator": "lt",
-                    "value": "{{ atomic.ago(seconds=params.stale_after_seconds) }}",
+                    "field": "claimedBy",
+                    "operator": "in",
+                    "value": "{{ ti.xcom_pull(task_ids='abandoned_claimers') }}",  # a list
                 },
             ],
             mutations=[  # the default claim mutation, plus a count of recoveries
@@ -122,6 +153,7 @@ def stale_claim_recovery(
             ],
             limit="{{ params.batch_size }}",
         )
+        abandoned_claimers() >> reclaim
         process_claimed_rows(reclaim)  # exactly as the dispatcher processes its rows
         # [END reclaim]
 
@@ -141,7 +173,12 @@ def process_claimed_rows(claim: AtomicClaimOperator) -> XComArg:
     """
     keys = claimed_keys.override(task_id=f"{claim.task_id}_keys")(claim.task_id)
     claim >> keys
-    return process.expand(key=keys)
+    processed = process.expand(key=keys)
+    # A teardown: it runs once the mapped tasks are done, whether they succeeded or failed.
+    processed >> hand_back.override(task_id=f"{claim.task_id}_hand_back")().as_teardown(
+        setups=claim
+    )
+    return processed
 
 
 @task
@@ -171,6 +208,8 @@ def process(key: str, **context: Any) -> dict[str, Any]:
         if holder != me:  # re-claimed (by recovery) since our claim: that run processes it
             print(f"{key}: claimed by {holder} now, not by this run; left to that run")
             return {"key": key, "status": "skipped", "claimedBy": holder, "finished": False}
+        if isinstance(row.get("payload"), dict) and row["payload"].get("crash"):  # simulated
+            raise RuntimeError(f"{key}: the processing task crashed (simulated)")
         return process_row(hook, key, row, params, me=me)
 
 
@@ -293,6 +332,59 @@ RECORDED: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
 
 
 # [END process_row]
+
+
+# [START hand_back]
+IN_FLIGHT = [{"field": "status", "operator": "equals", "value": "in_flight"}]
+
+
+@task(multiple_outputs=False)
+def hand_back(**context: Any) -> dict[str, list[str]]:
+    """Give back at once the rows this run claimed and did not finish (its task failed).
+
+    Guarded on ``claimedBy`` and ``in_flight``: a row another run re-claimed since, or
+    that this run finished, is left alone. Each hand-back counts an attempt; after
+    ``max_attempts`` the row goes to ``failed``, the dead-letter list, rather than
+    back to ``pending`` (a row that fails every time must not loop for ever).
+    """
+    params, me = context["params"], execution_id(context)
+    ours = [*IN_FLIGHT, {"field": "claimedBy", "operator": "equals", "value": me}]
+    handed: dict[str, list[str]] = {"pending": [], "failed": []}
+    with AtomicStoreHook(params["conn_id"]) as hook:
+        for row in hook.query(params["table"], where=ours, limit=1000):
+            attempts = int(row["value"].get("attempts") or 0) + 1
+            status = "failed" if attempts >= params["max_attempts"] else "pending"
+            back = hook.atomic_update(
+                params["table"],
+                row["key"],
+                where=ours,
+                mutations=[
+                    {"field": "status", "operation": "set", "value": status},
+                    {"field": "attempts", "operation": "set", "value": attempts},
+                    {"field": "handedBackAt", "operation": "set", "value": timestamps.now()},
+                    {"field": "error", "operation": "set", "value": f"{me}: its task failed"},
+                ],
+            )
+            if back["updated"]:
+                handed[status].append(row["key"])
+    return handed
+
+
+def run_is_active(context: Any, claimer: str) -> bool:
+    """Whether the DAG run ``claimer`` (an execution id) is queued or running, asked of Airflow.
+
+    Tasks cannot use Airflow's ORM in Airflow 3: the Task SDK asks the API server
+    (``get_dr_count``). A run that was deleted counts as not active. A Task SDK
+    without it is answered "active": recovery then goes by age alone.
+    """
+    count_runs = getattr(context["ti"], "get_dr_count", None)
+    if count_runs is None:
+        return True
+    dag_id, _, run_id = claimer.partition("/")
+    return bool(count_runs(dag_id=dag_id, run_ids=[run_id], states=["queued", "running"]))
+
+
+# [END hand_back]
 
 
 def send(payload: Any, *, idempotency_key: str, work_seconds: float) -> None:
