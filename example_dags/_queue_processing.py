@@ -57,6 +57,12 @@ QUEUE_PARAMS: dict[str, Any] = {
         description="an item whose side effect was started but never finished: send it "
         "again under its idempotency key (true), or flag it needs_review (false)",
     ),
+    "hand_back": Param(
+        True,
+        type="boolean",
+        description="when a processing task fails, give its row back at once (the run's "
+        "teardown) rather than leave it to the stale-claim recovery",
+    ),
     "max_attempts": Param(
         3,
         type="integer",
@@ -350,6 +356,8 @@ def hand_back(**context: Any) -> dict[str, list[str]]:
     params, me = context["params"], execution_id(context)
     ours = [*IN_FLIGHT, {"field": "claimedBy", "operator": "equals", "value": me}]
     handed: dict[str, list[str]] = {"pending": [], "failed": []}
+    if not params.get("hand_back", True):  # left to the stale-claim recovery
+        return handed
     with AtomicStoreHook(params["conn_id"]) as hook:
         for row in hook.query(params["table"], where=ours, limit=1000):
             attempts = int(row["value"].get("attempts") or 0) + 1

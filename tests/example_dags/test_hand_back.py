@@ -84,3 +84,17 @@ def test_recovery_reclaims_fresh_claims_whose_dag_run_is_no_longer_running(
     assert rows["gone"]["status"] == rows["deleted"]["status"] == "done"
     assert rows["alive"]["status"] == "in_flight"
     assert rows["alive"]["claimedBy"] == alive.execution_id
+
+
+def test_with_hand_back_off_a_failed_tasks_row_stays_claimed_for_recovery(
+    run_dag: RunDag, conf: dict[str, Any], store_url: str
+) -> None:
+    with AtomicStore(store_url) as store:
+        store.put("pending_ops", "op-0", {"status": "pending", "payload": {"crash": True}})
+
+    run = run_dag(example_dag("queue_dispatcher"), conf={**conf, "hand_back": False})
+
+    assert run.state == "failed"
+    assert run.xcom("drain_hand_back") == {"pending": [], "failed": []}
+    row = stored_rows(store_url, "pending_ops")["op-0"]
+    assert (row["status"], row["claimedBy"]) == ("in_flight", run.execution_id)
