@@ -93,6 +93,8 @@ def trigger_to_task(dag_factory: Any) -> float:
                 TaskInstance.dag_id == dag.dag_id, TaskInstance.run_id == run.run_id
             )
         ).one()
+        if ti.end_date is None or run.state != "success":
+            raise RuntimeError(f"the floor's sensor ended {run.state}")
         return ti.end_date.timestamp() - target
 
 
