@@ -84,6 +84,9 @@ LEASE_WAVES, LEASE_RUNS_PER_WAVE, LEASE_WAVE_EVERY = 3, 3, 60.0
 LEASE_CONF = {"ttl_seconds": 300}
 STALE_EVERY = 90.0  # seconds between recovery runs alongside the dispatchers
 STALE_ALONGSIDE_SECONDS = 300  # their threshold
+# By age alone: asked of Airflow, they would take the killed task's row as soon as its
+# run ended, before the UI page shows it stale; the final passes reclaim everything.
+STALE_ALONGSIDE_CONF = {"stale_after_seconds": STALE_ALONGSIDE_SECONDS, "reclaim_dead_runs": False}
 RECOVERY_PASSES = 5
 DRAIN_TIMEOUT = 1500.0  # in practice, python -m e2e's overall --time-limit ends it first
 POLL_SECONDS = 3.0  # each poll costs the API server a few requests: not too often
@@ -255,7 +258,7 @@ def drain(driver: Driver, store: AtomicStore) -> None:
         retry_killed = progress.retry.kill_after_commit(driver, store)
         lease_wave(driver, now)
         if now - progress.last_stale >= STALE_EVERY and open_runs[STALE] == 0:
-            driver.trigger(STALE, "alongside", {"stale_after_seconds": STALE_ALONGSIDE_SECONDS})
+            driver.trigger(STALE, "alongside", STALE_ALONGSIDE_CONF)
             progress.last_stale = now
 
         everything_started = (
