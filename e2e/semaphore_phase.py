@@ -126,7 +126,7 @@ def verify(
     }
     if in_worker:
         raise checks.CheckFailed(f"acquires waited running, in a worker slot: {in_worker} polls")
-    handovers = release_to_next_holder(api, store, runs, set(deferred))
+    handovers = release_to_next_holder(api, runs, set(deferred))
     return {
         "semaphore": f"{RUNS} runs of 2 DAGs on {SLOTS} slots, at most {deepest} at once, "
         f"{len(deferred)} waited deferred",
@@ -134,9 +134,7 @@ def verify(
     }
 
 
-def release_to_next_holder(
-    api: Any, store: AtomicStore, runs: list[tuple[str, str]], waited: set[str]
-) -> list[float]:
+def release_to_next_holder(api: Any, runs: list[tuple[str, str]], waited: set[str]) -> list[float]:
     """Per slot, in fence order: a waiting holder's ``claimedAt`` minus the previous release."""
     holds: dict[str, list[tuple[int, str, float, float]]] = {}
     for dag_id, run_id in runs:
