@@ -7,8 +7,10 @@ resume, before the trigger runs: so its metadata DB never shows ``deferred`` whi
 the trigger waits (a real deployment does: ``make e2e``). What a test can check is
 that the task deferred (the trigger ran, with its class and how long) and that no
 task instance of the run was ``running`` while it waited: nothing held a worker
-slot. :func:`recorded_deferrals` wraps ``dag.test()``'s inline trigger run to note
-both; use it in the process that calls ``dag.test()`` (a worker job, or a test).
+slot. :func:`recorded_deferrals` wraps ``dag.test()``'s inline trigger run
+(``_run_inline_trigger``, private to Airflow: 3.0 to 3.3 have it, 3.0 without the
+task instance) to note both; use it in the process that calls ``dag.test()`` (a
+worker job, or a test).
 No pytest import: the warm workers (devkit/airflow_workers.py) run it.
 """
 
@@ -48,16 +50,17 @@ def recorded_deferrals() -> Iterator[list[Deferral]]:
     inline = dag_module._run_inline_trigger
     seen: list[Deferral] = []
 
-    def recording(trigger: Any, ti: Any) -> Any:
-        states, started = _states(ti.dag_id, ti.run_id), time.time()
+    def recording(trigger: Any, *ti: Any) -> Any:
+        dag_id, run_id, task_id = _waiting(ti)
+        states, started = _states(dag_id, run_id), time.time()
         try:
-            return inline(trigger, ti)
+            return inline(trigger, *ti)
         finally:
             seen.append(
                 Deferral(
-                    dag_id=ti.dag_id,
-                    run_id=ti.run_id,
-                    task_id=ti.task_id,
+                    dag_id=dag_id,
+                    run_id=run_id,
+                    task_id=task_id,
                     trigger=type(trigger).__name__,
                     started=started,
                     ended=time.time(),
@@ -70,6 +73,28 @@ def recorded_deferrals() -> Iterator[list[Deferral]]:
         yield seen
     finally:
         dag_module._run_inline_trigger = inline
+
+
+def _waiting(ti: tuple[Any, ...]) -> tuple[str, str, str]:
+    """``(dag_id, run_id, task_id)`` of the task whose trigger is about to run inline.
+
+    From 3.1 ``dag.test()`` passes the task instance; 3.0 passes the trigger alone,
+    after setting the deferred task instance ``queued`` again: in a process that runs
+    one ``dag.test()`` at a time, it is the one queued task instance.
+    """
+    if ti:
+        return ti[0].dag_id, ti[0].run_id, ti[0].task_id
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        [row] = session.execute(
+            select(TaskInstance.dag_id, TaskInstance.run_id, TaskInstance.task_id).where(
+                TaskInstance.state == "queued"
+            )
+        ).all()
+        return row[0], row[1], row[2]
 
 
 def _states(dag_id: str, run_id: str) -> dict[str, str | None]:
