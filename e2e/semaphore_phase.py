@@ -87,7 +87,8 @@ def watch_acquires(
                     state = ti["state"]
                     full = state == "running" and held >= SLOTS
                     seen[ti["dag_run_id"]]["running-while-full" if full else state] += 1
-        states = {run_id: driver.states(dag_id).get(run_id) for dag_id, run_id in runs}
+        by_dag = {dag_id: driver.states(dag_id) for dag_id in SEMAPHORE_DAGS}
+        states = {run_id: by_dag[dag_id].get(run_id) for dag_id, run_id in runs}
         if all(state in TERMINAL_RUN_STATES for state in states.values()):
             return seen
         if time.monotonic() > deadline:
