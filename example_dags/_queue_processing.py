@@ -40,6 +40,11 @@ from airflow.sdk import DAG, Param, XComArg, dag, get_current_context, task
 from airflow_atomic_store import AtomicClaimOperator, AtomicStoreHook, timestamps
 from airflow_atomic_store.templating import execution_id
 
+try:  # imported as airflow_atomic_store.example_dags._queue_processing (see the DAG files)
+    from ._hand_back import HAND_BACK_PARAMS, IN_FLIGHT, hand_back, run_is_active
+except ImportError:  # imported by name from a DAGs folder
+    from _hand_back import HAND_BACK_PARAMS, IN_FLIGHT, hand_back, run_is_active
+
 QUEUE_PARAMS: dict[str, Any] = {
     "conn_id": Param("atomic_store_default", type="string", description="the store's connection"),
     "table": Param("pending_ops", type="string", description="the queue's table"),
@@ -57,19 +62,7 @@ QUEUE_PARAMS: dict[str, Any] = {
         description="an item whose side effect was started but never finished: send it "
         "again under its idempotency key (true), or flag it needs_review (false)",
     ),
-    "hand_back": Param(
-        True,
-        type="boolean",
-        description="when a processing task fails, give its row back at once (the run's "
-        "teardown) rather than leave it to the stale-claim recovery",
-    ),
-    "max_attempts": Param(
-        3,
-        type="integer",
-        minimum=1,
-        description="a row whose processing task failed this many times goes to failed "
-        "(the dead-letter list) instead of back to pending",
-    ),
+    **HAND_BACK_PARAMS,
 }
 """Parameters every queue-draining DAG takes; a run's conf can override each one."""
 
@@ -338,61 +331,6 @@ RECORDED: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
 
 
 # [END process_row]
-
-
-# [START hand_back]
-IN_FLIGHT = [{"field": "status", "operator": "equals", "value": "in_flight"}]
-
-
-@task(multiple_outputs=False)
-def hand_back(**context: Any) -> dict[str, list[str]]:
-    """Give back at once the rows this run claimed and did not finish (its task failed).
-
-    Guarded on ``claimedBy`` and ``in_flight``: a row another run re-claimed since, or
-    that this run finished, is left alone. Each hand-back counts an attempt; after
-    ``max_attempts`` the row goes to ``failed``, the dead-letter list, rather than
-    back to ``pending`` (a row that fails every time must not loop for ever).
-    """
-    params, me = context["params"], execution_id(context)
-    ours = [*IN_FLIGHT, {"field": "claimedBy", "operator": "equals", "value": me}]
-    handed: dict[str, list[str]] = {"pending": [], "failed": []}
-    if not params.get("hand_back", True):  # left to the stale-claim recovery
-        return handed
-    with AtomicStoreHook(params["conn_id"]) as hook:
-        for row in hook.query(params["table"], where=ours, limit=1000):
-            attempts = int(row["value"].get("attempts") or 0) + 1
-            status = "failed" if attempts >= params["max_attempts"] else "pending"
-            back = hook.atomic_update(
-                params["table"],
-                row["key"],
-                where=ours,
-                mutations=[
-                    {"field": "status", "operation": "set", "value": status},
-                    {"field": "attempts", "operation": "set", "value": attempts},
-                    {"field": "handedBackAt", "operation": "set", "value": timestamps.now()},
-                    {"field": "error", "operation": "set", "value": f"{me}: its task failed"},
-                ],
-            )
-            if back["updated"]:
-                handed[status].append(row["key"])
-    return handed
-
-
-def run_is_active(context: Any, claimer: str) -> bool:
-    """Whether the DAG run ``claimer`` (an execution id) is queued or running, asked of Airflow.
-
-    Tasks cannot use Airflow's ORM in Airflow 3: the Task SDK asks the API server
-    (``get_dr_count``). A run that was deleted counts as not active. A Task SDK
-    without it is answered "active": recovery then goes by age alone.
-    """
-    count_runs = getattr(context["ti"], "get_dr_count", None)
-    if count_runs is None:
-        return True
-    dag_id, _, run_id = claimer.partition("/")
-    return bool(count_runs(dag_id=dag_id, run_ids=[run_id], states=["queued", "running"]))
-
-
-# [END hand_back]
 
 
 def send(payload: Any, *, idempotency_key: str, work_seconds: float) -> None:
