@@ -3,7 +3,8 @@
 They all claim rows of a queue and then process every claimed row the same way
 ("process exactly as in the main drain"), so that processing lives here, once, as
 does the recovery DAG itself (``stale_claim_recovery``): each queue table gets one,
-built here for its table.
+built here for its table. The teardown that hands a failed task's rows back, and
+the question "is that claimer's run still running?", are in ``_hand_back.py``.
 The mapped tasks are handed only the claimed keys and read each row from the store,
 so a claimed batch is kept once in Airflow's metadata DB (the claim's XCom), however
 large its payloads.
