@@ -280,6 +280,33 @@ def cross_run_counter(demo: Demo) -> None:
     demo.line(f"store: counters/runs = {demo.store.get('counters', 'runs')['count']}")
 
 
+def batch_dispatcher(demo: Demo) -> None:
+    demo.title(9, "Batch dispatcher", "queue_producer, batch_dispatcher")
+    demo.run("queue_producer", count=40, key_prefix="batch")
+    run = demo.run("batch_dispatcher", batch_size=100)
+    result = run.xcom("send_each")
+    demo.line(
+        f"one task claimed {result['claimed']} items and sent each: {result['done']} done, "
+        f"{result['failed']} failed (one task instance, not {2 * result['claimed']})"
+    )
+
+
+def queue_housekeeping(demo: Demo) -> None:
+    demo.title(10, "Queue housekeeping", "queue_housekeeping")
+    before = len(demo.store.query("pending_ops", limit=10_000))
+    run = demo.run("queue_housekeeping", retention_days=0, archive_table="pending_ops_archive")
+    retired = run.xcom("retire_history")["done"]
+    rows = [row["value"] for row in demo.store.query("pending_ops", limit=10_000)]
+    left = ", ".join(
+        f"{sum(v['status'] == s for v in rows)} {s}" for s in sorted({v["status"] for v in rows})
+    )
+    archived = len(demo.store.query("pending_ops_archive", limit=10_000))
+    demo.line(
+        f"retired {retired['retired']} done rows of {before} (retention 0 days here, 7 by "
+        f"default), {archived} copied to pending_ops_archive; kept: {left}"
+    )
+
+
 RECIPES: list[Callable[[Demo], None]] = [
     process_event_once,
     token_bucket,
@@ -289,13 +316,15 @@ RECIPES: list[Callable[[Demo], None]] = [
     stale_claim_recovery,
     cross_run_counter,
     semaphore,
+    batch_dispatcher,
+    queue_housekeeping,
 ]
 
 
 def main() -> int:
     started = time.monotonic()
     prepare()
-    print(f"airflow-atomic-store demo: the eight recipes on sqlite:///{STORE.relative_to(PROJECT)}")
+    print(f"airflow-atomic-store demo: the ten recipes on sqlite:///{STORE.relative_to(PROJECT)}")
     print("(setting up a throwaway Airflow home in .demo/airflow …)", flush=True)
     with airflow_output_to_log() as out:
         from airflow.utils import db

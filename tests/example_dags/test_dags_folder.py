@@ -16,6 +16,7 @@ from devkit.examples import EXAMPLE_DAGS, example_dags
 ROOT = Path(__file__).resolve().parents[2]
 
 DAG_IDS = [
+    "batch_dispatcher",
     "cross_run_counter",
     "event_driven_dispatcher",
     "event_ops_stale_claim_recovery",
@@ -23,6 +24,7 @@ DAG_IDS = [
     "leader_lease",
     "process_event_once",
     "queue_dispatcher",
+    "queue_housekeeping",
     "queue_producer",
     "rate_limit_per_key",
     "semaphore_load",
