@@ -28,7 +28,9 @@ def test_one_task_drains_a_batch_each_item_once_and_a_refused_item_is_failed(
     assert third.xcom("send_each")["claimed"] == 0
     with AtomicStore(store_url) as store:
         rows = {row["key"]: row["value"] for row in store.query("pending_ops", limit=100)}
-        effects = {row["key"]: row["value"] for row in store.query("pending_ops_effects", limit=100)}
+        effects = {
+            row["key"]: row["value"] for row in store.query("pending_ops_effects", limit=100)
+        }
     assert rows["op-0007"]["status"] == "failed"
     assert "bad address" in rows["op-0007"]["error"]
     assert all(value["status"] == "done" for key, value in rows.items() if key != "op-0007")
