@@ -62,6 +62,7 @@ FUNCTION_NAMES = (
     "atomic_store_fail_v1",
     "atomic_store_set_v1",
     "atomic_store_get_v1",
+    "atomic_store_exact_v1",
     ADD_FUNCTION,
     APPLY_FUNCTION,
 )
