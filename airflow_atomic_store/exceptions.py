@@ -2,7 +2,9 @@
 
     AtomicStoreError                 every error this package raises
     ├── SpecError                    a where/set/path/operator/limit/order is invalid;
-    │                                raised before any I/O, retrying cannot fix it
+    │   │                            raised before any I/O, retrying cannot fix it
+    │   └── DuplicateMemberError     JSON text names one member of an object twice
+    │                                (also a json.JSONDecodeError)
     ├── MutationError                a mutation cannot apply to the stored value;
     │                                nothing was written, retrying cannot fix it
     ├── IdempotencyKeyError          an idempotency key was reused for another
@@ -23,6 +25,8 @@ never an error: primitives report it in their return value.
 
 from __future__ import annotations
 
+import json
+
 
 class AtomicStoreError(Exception):
     """The atomic store failed."""
@@ -38,6 +42,23 @@ class SpecError(AtomicStoreError, ValueError):
         self.field = field
         self.problem = problem
         super().__init__(f"{field}: {problem}")
+
+
+class DuplicateMemberError(SpecError, json.JSONDecodeError):
+    """JSON text gives one member of an object twice: which value was meant is unknowable.
+
+    Python's parser keeps the last one silently, so a ``where`` typed twice
+    (``{"field": "status", "field": "owner"}``) would filter on another field than
+    the author read. Also a ``json.JSONDecodeError``: code that reports bad JSON
+    text reports this too, with the member's name.
+    """
+
+    def __init__(self, field: str, member: str, text: str, position: int) -> None:
+        self.member = member
+        self.field = field
+        self.problem = f"member {member!r} appears twice in one object"
+        json.JSONDecodeError.__init__(self, self.problem, text, position)  # msg, doc, pos
+        self.args = (f"{field}: {self.problem}",)
 
 
 class MutationError(AtomicStoreError):
