@@ -11,10 +11,13 @@
     │                                primitive, table or row; nothing was written
     ├── ConnectionConfigError        the Airflow connection is missing or unusable;
     │                                opened read-only, no store is where it points
-    │   └── AccessDeniedError        the database refused the credentials or a
-    │                                permission (wrong password, pg_hba.conf, no
-    │                                CONNECT or table privilege, unknown role or
-    │                                database); retrying cannot fix it
+    │   ├── AccessDeniedError        the database refused the credentials or a
+    │   │                            permission (wrong password, pg_hba.conf, no
+    │   │                            CONNECT or table privilege, unknown role or
+    │   │                            database); retrying cannot fix it
+    │   └── StoreLocationError       no store can ever open where the connection
+    │                                points (a SQLite URL naming a directory, or on
+    │                                a read-only filesystem); retrying cannot fix it
     └── StoreUnavailableError        the database could not be reached or the
                                      statement failed for a transient reason;
                                      Airflow's retries are the right answer
@@ -89,6 +92,10 @@ class ConnectionConfigError(AtomicStoreError):
 
 class AccessDeniedError(ConnectionConfigError):
     """The database refused the store's credentials or permissions; retrying cannot fix it."""
+
+
+class StoreLocationError(ConnectionConfigError):
+    """No store can ever open where the connection points; retrying cannot fix it."""
 
 
 class StoreUnavailableError(AtomicStoreError):

@@ -17,6 +17,7 @@ from airflow_atomic_store.exceptions import (
     IdempotencyKeyError,
     MutationError,
     SpecError,
+    StoreLocationError,
 )
 from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
 from airflow_atomic_store.metrics import PrimitiveMetrics
@@ -39,6 +40,7 @@ _FINAL_ERRORS: dict[type[Exception], str] = {
     MutationError: "mutation cannot apply",
     IdempotencyKeyError: "idempotency key reused",
     AccessDeniedError: "access denied",
+    StoreLocationError: "no store can open there",
 }
 
 
