@@ -9,6 +9,8 @@
     │                                nothing was written, retrying cannot fix it
     ├── IdempotencyKeyError          an idempotency key was reused for another
     │                                primitive, table or row; nothing was written
+    ├── ResultTooLargeError          a keyed call's result is too large for its
+    │                                receipt; nothing was written
     ├── ConnectionConfigError        the Airflow connection is missing or unusable;
     │                                opened read-only, no store is where it points
     │   ├── AccessDeniedError        the database refused the credentials or a
@@ -83,6 +85,25 @@ class IdempotencyKeyError(AtomicStoreError):
             f"idempotency key {key!r} was already used for another call than this "
             f"{primitive} on {where}; a key serves one primitive on one row (or one "
             "claim on one table): use a new key for a new call"
+        )
+
+
+class ResultTooLargeError(AtomicStoreError):
+    """A keyed call's result is too large to record in its receipt; nothing was written.
+
+    The receipt holds the whole result (a claim's rows with their values) so that a
+    repeat returns it; PostgreSQL cannot hold a ``jsonb`` value of 256 MB or more,
+    and both backends refuse the same results (``store/receipts.py``).
+    """
+
+    def __init__(self, limit: int, size: int | None = None) -> None:
+        self.limit = limit
+        self.size = size
+        measured = f"{size} bytes, " if size is not None else ""
+        super().__init__(
+            f"the result of this keyed call is {measured}more than the receipt limit of "
+            f"{limit} bytes; nothing was applied: claim fewer rows (limit) or call without "
+            "an idempotency key"
         )
 
 

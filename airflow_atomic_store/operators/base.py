@@ -16,6 +16,7 @@ from airflow_atomic_store.exceptions import (
     AccessDeniedError,
     IdempotencyKeyError,
     MutationError,
+    ResultTooLargeError,
     SpecError,
     StoreLocationError,
 )
@@ -41,6 +42,7 @@ _FINAL_ERRORS: dict[type[Exception], str] = {
     IdempotencyKeyError: "idempotency key reused",
     AccessDeniedError: "access denied",
     StoreLocationError: "no store can open there",
+    ResultTooLargeError: "result too large for its receipt",
 }
 
 

@@ -148,6 +148,22 @@ BEGIN
 END
 $fn$;
 
+-- A keyed call's result, refused (SQLSTATE AS002, the statement aborts) when it is too
+-- large to record: store/receipts.py's MAX_RESULT_BYTES, bound by the statement.
+CREATE OR REPLACE FUNCTION atomic_store_receipt_v1(result jsonb, max_bytes bigint)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    size bigint := pg_column_size(result);
+BEGIN
+    IF size > max_bytes THEN
+        RAISE EXCEPTION USING ERRCODE = 'AS002', MESSAGE = 'result too large for its receipt',
+            DETAIL = size::text, HINT = max_bytes::text;
+    END IF;
+    RETURN result;
+END
+$fn$;
+
 CREATE OR REPLACE FUNCTION atomic_store_apply_v1(doc jsonb, mutations jsonb) RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 DECLARE

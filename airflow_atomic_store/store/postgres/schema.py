@@ -27,6 +27,8 @@ def sql_file(name: str) -> str:
 
 
 MUTATION_ERROR_SQLSTATE = "AS001"
+#: Raised by ``atomic_store_receipt_v1``: a keyed call's result is too large to record.
+RESULT_TOO_LARGE_SQLSTATE = "AS002"
 APPLY_FUNCTION = "atomic_store_apply_v1"
 #: Adds to one JSON value by the reference rules (raises AS001 where they fail).
 ADD_FUNCTION = "atomic_store_add_v1"
@@ -63,6 +65,7 @@ FUNCTION_NAMES = (
     "atomic_store_set_v1",
     "atomic_store_get_v1",
     "atomic_store_exact_v1",
+    "atomic_store_receipt_v1",
     ADD_FUNCTION,
     APPLY_FUNCTION,
 )

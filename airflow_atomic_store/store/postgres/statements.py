@@ -61,7 +61,8 @@ _UPSERT = (
 _RECEIPT = (
     "receipt AS (INSERT INTO {receipts} "
     "(idempotency_key, primitive, table_name, target, result, expires_at) "
-    "SELECT %s, %s, %s, %s, {result}, clock_timestamp() + make_interval(secs => %s) {source})"
+    "SELECT %s, %s, %s, %s, atomic_store_receipt_v1({result}, %s), "
+    "clock_timestamp() + make_interval(secs => %s) {source})"
 )
 
 _PUT = (
