@@ -16,6 +16,7 @@ walk arrays by index because a query loop's set-up repeats in every transaction
 
 from __future__ import annotations
 
+import random
 from importlib import resources
 
 from psycopg import sql
@@ -83,7 +84,12 @@ def schema_tables(table_name: str) -> dict[str, bytes]:
     receipts = f"{table_name}_receipts"
     return {
         tables_catalog_name(table_name): TABLES_DDL.format(
-            tables=tables_catalog(table_name)
+            tables=tables_catalog(table_name),
+            ids=sql.Identifier(f"{table_name}_table_ids").as_string(None),
+            ids_literal=sql.Literal(
+                sql.Identifier(f"{table_name}_table_ids").as_string(None)
+            ).as_string(None),
+            start=random.randrange(1, 2**30),  # tables_catalog.sql says why
         ).encode(),
         table_name: table_ddl(table_name),
         f"{table_name}_claim_sets": SETS_DDL.format(sets=sets_table(table_name)).encode(),
