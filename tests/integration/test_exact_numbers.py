@@ -112,3 +112,26 @@ def test_an_increment_by_a_float_stores_the_value_apply_gives(store, start, delt
         where = [{"field": "n", "operator": "equals", "value": probe}]
         found = [row["key"] for row in store.query("t", where=where)]
         assert found == (["row"] if probe == expected else []), probe
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_the_exact_value_function_writes_each_double_as_python_s_decimal_does(store, store_url):
+    """``atomic_store_exact_v1`` (an increment's float result) against ``Decimal(float)``:
+    every magnitude, subnormals and the largest double included."""
+    import random
+    import struct
+
+    import psycopg
+
+    from airflow_atomic_store.store.postgres.jsonb import float_text
+
+    store.put("t", "k", {})  # creates the schema and its functions
+    pick = random.Random(35)
+    doubles = [0.0, 5e-324, 2.2250738585072014e-308, 0.1, 1e16, 2.0**53 + 2, 1.7976931348623157e308]
+    doubles += [struct.unpack("<d", struct.pack("<Q", pick.getrandbits(64)))[0] for _ in range(400)]
+    doubles = [d for d in doubles if d == d and abs(d) != float("inf")]
+    with psycopg.connect(store_url, autocommit=True) as connection:
+        for double in doubles:
+            row = connection.execute("SELECT atomic_store_exact_v1(%s)::text", (double,))
+            assert row.fetchone() == (float_text(double),), double
