@@ -13,9 +13,12 @@ from airflow_atomic_store.exceptions import (
     AccessDeniedError,
     AtomicStoreError,
     ConnectionConfigError,
+    DuplicateMemberError,
     IdempotencyKeyError,
     MutationError,
+    ResultTooLargeError,
     SpecError,
+    StoreLocationError,
     StoreUnavailableError,
 )
 from airflow_atomic_store.store import AtomicStore
@@ -42,9 +45,12 @@ __all__ = [
     "AtomicUpdateOperator",
     "AtomicUpsertOperator",
     "ConnectionConfigError",
+    "DuplicateMemberError",
     "IdempotencyKeyError",
     "MutationError",
+    "ResultTooLargeError",
     "SpecError",
+    "StoreLocationError",
     "StoreUnavailableError",
 ]
 

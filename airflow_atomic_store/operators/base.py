@@ -16,7 +16,9 @@ from airflow_atomic_store.exceptions import (
     AccessDeniedError,
     IdempotencyKeyError,
     MutationError,
+    ResultTooLargeError,
     SpecError,
+    StoreLocationError,
 )
 from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
 from airflow_atomic_store.metrics import PrimitiveMetrics
@@ -41,6 +43,8 @@ _FINAL_ERRORS: dict[type[Exception], str] = {
     MutationError: "mutation cannot apply",
     IdempotencyKeyError: "idempotency key reused",
     AccessDeniedError: "access denied",
+    StoreLocationError: "no store can open there",
+    ResultTooLargeError: "result too large for its receipt",
 }
 
 

@@ -30,6 +30,7 @@ from airflow_atomic_store.exceptions import (
     StoreUnavailableError,
 )
 from airflow_atomic_store.inspection import StoreInspector
+from airflow_atomic_store.spec import json_text
 from airflow_atomic_store.ui import access, render
 from airflow_atomic_store.ui.access import CONN_PARAM, PageUser
 from airflow_atomic_store.ui.connections import open_store, store_connections
@@ -91,7 +92,7 @@ def _where(text: str | None) -> Any:
     if text is None or not text.strip():
         return None
     try:
-        return json.loads(text)
+        return json_text.loads(text, "where")
     except json.JSONDecodeError as exc:
         raise PageError(400, f"where: not valid JSON ({exc})") from None
 
