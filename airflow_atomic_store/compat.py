@@ -30,63 +30,22 @@ imports it.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 import airflow
 
-MIN_AIRFLOW_VERSION = "3.0.0"
-#: The first ``apache-airflow-providers-postgres`` whose ``PostgresHook.get_conn()``
-#: connects through ``_create_connection``, which the store overrides (to connect with
-#: psycopg 3 on Airflow 3.0, and to read the trigger's ``LISTEN`` arguments); it also
-#: has ``USE_PSYCOPG3`` (6.3.0+). pyproject.toml declares the same floor.
-MIN_POSTGRES_PROVIDER_VERSION = "6.8.0"
-
-
-def _release(version: str) -> tuple[int, ...]:
-    """The numeric release of a version string: ``"3.1.0rc2"`` -> ``(3, 1, 0)``."""
-    found = re.match(r"\s*v?(\d+(?:\.\d+)*)", version)
-    if found is None:
-        raise ValueError(f"not a version: {version!r}")
-    return tuple(int(part) for part in found.group(1).split("."))
-
-
-def _older(version: str, minimum: str) -> bool:
-    """Whether ``version`` is a release before ``minimum`` (a pre-release counts as its release).
-
-    As the official providers compare ``base_version``: ``3.1.0rc2`` is ``3.1.0``.
-    """
-    low, release = _release(minimum), _release(version)
-    width = max(len(low), len(release))
-    return release + (0,) * (width - len(release)) < low + (0,) * (width - len(low))
-
-
-def check_airflow_version(version: str) -> None:
-    """Raise ``RuntimeError`` if ``version`` is older than :data:`MIN_AIRFLOW_VERSION`."""
-    if _older(version, MIN_AIRFLOW_VERSION):
-        raise RuntimeError(
-            f"The package `airflow-atomic-store` needs Apache Airflow {MIN_AIRFLOW_VERSION}+; "
-            f"Apache Airflow {version} is installed"
-        )
-
-
-def check_postgres_provider_version(version: str) -> None:
-    """Raise ``RuntimeError`` if ``version`` is older than :data:`MIN_POSTGRES_PROVIDER_VERSION`.
-
-    An older provider connects without ``_create_connection``: the store's override
-    would be ignored (psycopg2 on Airflow 3.0, a trigger ``LISTEN`` to libpq's defaults).
-    """
-    if _older(version, MIN_POSTGRES_PROVIDER_VERSION):
-        raise RuntimeError(
-            "The package `airflow-atomic-store` needs apache-airflow-providers-postgres "
-            f"{MIN_POSTGRES_PROVIDER_VERSION}+; {version} is installed"
-        )
-
+from airflow_atomic_store.versions import (
+    MIN_AIRFLOW_VERSION,
+    MIN_POSTGRES_PROVIDER_VERSION,
+    check_airflow_version,
+    check_postgres_provider_version,
+    release,
+)
 
 check_airflow_version(airflow.__version__)
 
 #: The UI lists plugins' ``external_views`` as navigation entries from 3.1 on.
-EXTERNAL_VIEWS = _release(airflow.__version__) >= (3, 1)
+EXTERNAL_VIEWS = release(airflow.__version__) >= (3, 1)
 
 if TYPE_CHECKING:  # type checkers see the newest line's names
     from airflow.api_fastapi.core_api.security import get_user as api_user
@@ -173,7 +132,7 @@ def _api_user() -> Any:
     reads only the ``Authorization`` header, while its UI keeps the token in the
     ``_token`` cookie: a page opened in the browser must read the cookie too.
     """
-    if _release(airflow.__version__) >= (3, 1):
+    if release(airflow.__version__) >= (3, 1):
         from airflow.api_fastapi.core_api import security
 
         return security.get_user

@@ -224,9 +224,12 @@ def _without_store_extras(conn: Connection) -> Connection:
     return stripped
 
 
-def store_from_connection(conn_id: str, conn: Connection) -> AtomicStore:
-    """The store behind an already fetched connection (a trigger fetches it asynchronously)."""
-    return _open_store(conn_id, conn)
+def store_from_connection(
+    conn_id: str, conn: Connection, *, read_only: bool = False
+) -> AtomicStore:
+    """The store behind an already fetched connection (a trigger fetches it asynchronously;
+    the command line through Airflow's core model, read-only)."""
+    return _open_store(conn_id, conn, read_only=read_only)
 
 
 def postgres_connect_args(conn_id: str, conn: Connection) -> dict[str, Any] | None:

@@ -68,6 +68,24 @@ def format_json(value: Any) -> str:
 
 
 @dataclass(frozen=True)
+class Statuses:
+    """The statuses a page lists, and what it leaves out (summed, never dropped silently)."""
+
+    shown: dict[str, int]
+    other_statuses: int
+    other_rows: int
+
+
+def largest(counts: dict[str, int], limit: int) -> Statuses:
+    """At most ``limit`` statuses, the largest counts (ties by name), listed by name."""
+    if len(counts) <= limit:
+        return Statuses(counts, 0, 0)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    kept, rest = ranked[:limit], ranked[limit:]
+    return Statuses(dict(sorted(kept)), len(rest), sum(count for _, count in rest))
+
+
+@dataclass(frozen=True)
 class Bar:
     label: str
     count: int

@@ -206,6 +206,46 @@ def test_the_tables_page_lists_every_table_with_its_row_count(
     assert f"/atomic-store/stats?conn={store_conn}&amp;table=leases" in html
 
 
+def test_a_store_with_more_tables_than_the_page_lists_says_so_and_opens_any_by_name(
+    op: Any, store: AtomicStore, store_conn: str
+) -> None:
+    """50,000 tables made an 11 MB page: it lists TABLE_LIMIT, says how many more."""
+    from airflow_atomic_store.ui.app import TABLE_LIMIT
+
+    for n in range(TABLE_LIMIT + 5):
+        store.put(f"t{n:04d}", "k", {"n": n})
+    html = op.get(f"{PREFIX}/tables", params={"conn": store_conn}).text
+    listed = html.split('id="tables"')[1].split("</table>")[0]
+    assert listed.count("<tr>") == TABLE_LIMIT + 1  # the header row, then the tables
+    assert "5 more are not listed" in _text_of(html, "hidden-tables")
+    assert 'id="table-name"' in html  # the form that opens one by name
+    data = op.get(f"{PREFIX}/api/tables", params={"conn": store_conn}).json()
+    assert len(data["tables"]) == TABLE_LIMIT + 5
+
+
+def test_a_table_with_more_statuses_than_the_page_lists_sums_the_rest(
+    op: Any, store: AtomicStore, store_conn: str
+) -> None:
+    """200,000 statuses made a 70 MB page: it lists the STATUS_LIMIT largest, sums the rest."""
+    from airflow_atomic_store.ui.app import STATUS_LIMIT
+
+    for n in range(STATUS_LIMIT + 10):
+        store.put(QUEUE, f"one-{n}", {"status": f"s{n:03d}"})
+    for n in range(3):
+        store.put(QUEUE, f"pending-{n}", {"status": "pending"})
+    params = {"conn": store_conn, "table": QUEUE}
+    html = op.get(f"{PREFIX}/stats", params=params).text
+    listed = html.split('id="status-counts"')[1].split("</table>")[0]
+    assert listed.count("<tr>") == STATUS_LIMIT + 1  # the header row, then the statuses
+    assert '<td>pending</td><td class="num">3</td>' in listed  # the largest stays
+    other = re.search(r'id="other-statuses"><td>(\d+) other statuses', listed)
+    assert other is not None and other.group(1) == "11"
+    chart = html.split('id="status-chart"')[1].split("</svg>")[0]
+    assert chart.count("<rect") == STATUS_LIMIT
+    data = op.get(f"{PREFIX}/api/stats", params=params).json()
+    assert len(data["status_counts"]) == STATUS_LIMIT + 11
+
+
 def test_rows_are_paged_filtered_and_shown_as_formatted_json(
     op: Any, store: AtomicStore, store_conn: str
 ) -> None:
@@ -384,12 +424,13 @@ class _PerConnectionAuthManager:
         return details is None or details.conn_id != self.denied
 
 
-@pytest.mark.parametrize("spelling", ["{id}", " {id} ", "{ID}", " {ID}"])
+@pytest.mark.parametrize("spelling", ["{id}", " {id} ", "{ID}", " {ID}", "{long_s}"])
 def test_a_connection_refused_by_name_stays_refused_however_the_request_spells_it(
     store_conn: str, store: AtomicStore, monkeypatch: pytest.MonkeyPatch, spelling: str
 ) -> None:
     """The check and the lookup read one name: blanks are dropped for both, and
-    ``AIRFLOW_CONN_*`` is found by the upper-cased id, so every case form is checked."""
+    ``AIRFLOW_CONN_*`` is found by the upper-cased id, so every case form is checked,
+    Unicode's too: ``"\u017f".upper()`` (LATIN SMALL LETTER LONG S) is ``"S"``."""
     from types import SimpleNamespace
 
     from fastapi.testclient import TestClient
@@ -402,7 +443,9 @@ def test_a_connection_refused_by_name_stays_refused_however_the_request_spells_i
     app = create_app()
     app.dependency_overrides[access.api_user] = lambda: SimpleNamespace(username="alice")
     client = TestClient(app, base_url="http://testserver")
-    conn = spelling.format(id=store_conn, ID=store_conn.upper())
+    long_s = store_conn.replace("s", "\u017f")
+    assert long_s != store_conn and long_s.upper() == store_conn.upper()
+    conn = spelling.format(id=store_conn, ID=store_conn.upper(), long_s=long_s)
     response = client.get("/api/rows", params={"conn": conn, "table": "payroll"})
     assert response.status_code == 403
     assert "salary" not in response.text
