@@ -17,6 +17,8 @@ PACKAGE_NAME = "airflow-atomic-store"  # must equal the distribution name exactl
 INTEGRATION = "Atomic Store"
 HOOK_CLASS = "airflow_atomic_store.hooks.atomic_store.AtomicStoreHook"
 EXAMPLE_DAGS = "airflow_atomic_store.example_dags"
+#: The released docs (the tag of this version, as pyproject's Documentation URL).
+DOCS = f"https://github.com/airflow-atomic-store/airflow-atomic-store/blob/v{__version__}/docs"
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -29,7 +31,18 @@ def get_provider_info() -> dict[str, Any]:
             "without races."
         ),
         "versions": [__version__],
-        "integrations": [{"integration-name": INTEGRATION, "tags": ["software"]}],
+        "integrations": [
+            {
+                "integration-name": INTEGRATION,
+                "external-doc-url": f"{DOCS}/index.md",
+                "how-to-guide": [
+                    f"{DOCS}/getting-started.md",
+                    f"{DOCS}/reference/operators.md",
+                    f"{DOCS}/observing.md",
+                ],
+                "tags": ["software"],
+            }
+        ],
         "hooks": [
             {
                 "integration-name": INTEGRATION,
