@@ -10,7 +10,9 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from airflow_atomic_store.compat import AirflowNotFoundException, BaseHook
+from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHook
+
+from airflow_atomic_store import compat  # noqa: F401  (refuses an Airflow below the floor)
 from airflow_atomic_store.exceptions import ConnectionConfigError
 from airflow_atomic_store.store import AtomicStore
 

@@ -161,6 +161,27 @@ def test_the_store_and_spec_layers_import_without_airflow() -> None:
     assert result.stdout.strip() == "[]"
 
 
+def test_the_airflow_layer_takes_the_moved_names_from_common_compat_as_airflow_providers_do() -> (
+    None
+):
+    from airflow.providers.common.compat import sdk
+    from airflow.providers.common.compat.connection import get_async_connection
+
+    from airflow_atomic_store import metrics
+    from airflow_atomic_store.hooks import atomic_store
+    from airflow_atomic_store.operators import base
+    from airflow_atomic_store.triggers import sources
+
+    assert atomic_store.BaseHook is sdk.BaseHook
+    assert atomic_store.AirflowNotFoundException is sdk.AirflowNotFoundException
+    assert base.SkipMixin is sdk.SkipMixin and base.BaseOperator is sdk.BaseOperator
+    assert base.AirflowFailException is sdk.AirflowFailException
+    assert metrics._stats() is sdk.Stats
+    # Not BaseHook.aget_connection, which masks secrets synchronously before 3.3.2.
+    assert sources.get_async_connection is get_async_connection
+    assert not hasattr(compat, "aget_connection")
+
+
 def test_base_hook_is_the_one_airflow_own_providers_build_on() -> None:
     from airflow.providers.postgres.hooks.postgres import PostgresHook
 
