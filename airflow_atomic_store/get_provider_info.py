@@ -11,7 +11,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from airflow_atomic_store import __version__
+from airflow_atomic_store import __version__, connection_form
 
 PACKAGE_NAME = "airflow-atomic-store"  # must equal the distribution name exactly
 INTEGRATION = "Atomic Store"
@@ -103,10 +103,8 @@ def _connection_types() -> list[dict[str, Any]]:
             "connection-type": "sqlite",
             "hook-class-name": HOOK_CLASS,
             "hook-name": "Atomic Store (SQLite file)",
-            "ui-field-behaviour": {
-                "hidden-fields": ["login", "password", "port", "schema", "extra"],
-                "relabeling": {"host": "Absolute path of the store file"},
-                "placeholders": {"host": "/abs/path/store.db"},
-            },
+            # Read by Airflow 3.2+; 3.0 and 3.1 ask the hook (connection_form.py).
+            "conn-fields": connection_form.conn_fields(),
+            "ui-field-behaviour": connection_form.provider_field_behaviour(),
         }
     ]
