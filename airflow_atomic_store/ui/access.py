@@ -81,4 +81,12 @@ def resolved_ids(conn_id: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(spellings))
 
 
+def login_url(back_to: str) -> str:
+    """The auth manager's sign-in page, returning to ``back_to`` (this page) afterwards."""
+    try:
+        return get_auth_manager().get_url_login(next_url=back_to)
+    except Exception:  # an auth manager without a sign-in page of its own: Airflow's home
+        return "/"
+
+
 PageUser = Annotated[Any, Depends(page_user)]

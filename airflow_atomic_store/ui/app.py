@@ -172,6 +172,7 @@ def create_app() -> FastAPI:
             exc.status_code,
             signed_in=exc.status_code != 401,
             detail=str(exc.detail),
+            login_url=access.login_url(str(request.url)),
         )
 
     # -- connections -----------------------------------------------------------------------

@@ -110,9 +110,17 @@ def test_an_anonymous_request_is_refused_with_401_on_every_route(
     for route in ROUTES:
         response = client.get(f"{PREFIX}{route}", params={"conn": store_conn, "table": QUEUE})
         assert response.status_code == 401, route
-    page = client.get(f"{PREFIX}/", headers={"Accept": "text/html"})
+    page = client.get(f"{PREFIX}/stats", params={"table": QUEUE}, headers={"Accept": "text/html"})
     assert page.status_code == 401
     assert "Sign in to Airflow first" in page.text
+    # The sign-in link is the auth manager's, and brings the user back to this page.
+    from urllib.parse import parse_qs, urlsplit
+
+    found = re.search(r'id="sign-in" href="([^"]+)"', page.text)
+    assert found is not None
+    link = urlsplit(found.group(1).replace("&amp;", "&"))
+    assert link.path.startswith("/auth/")
+    assert parse_qs(link.query)["next"] == [f"http://testserver{PREFIX}/stats?table={QUEUE}"]
 
 
 def test_a_user_without_connection_access_is_refused_with_403_on_every_route(
@@ -365,6 +373,15 @@ def test_the_api_server_lists_the_plugin_with_the_page_and_its_navigation_entry(
     assert [app["url_prefix"] for app in plugin["fastapi_apps"]] == [PREFIX]
     hrefs = [view["href"] for view in plugin.get("external_views", [])]
     assert hrefs == ([f"{PREFIX}/"] if EXTERNAL_VIEWS else [])
+    if EXTERNAL_VIEWS:  # the menu entry's icon: an SVG inlined as a data URL
+        import base64
+        from xml.etree import ElementTree
+
+        (view,) = plugin["external_views"]
+        kind, _, encoded = view["icon"].partition(";base64,")
+        assert kind == "data:image/svg+xml"
+        svg = ElementTree.fromstring(base64.b64decode(encoded))
+        assert svg.tag == "{http://www.w3.org/2000/svg}svg"
 
 
 def test_importing_the_plugin_does_not_build_the_app() -> None:
