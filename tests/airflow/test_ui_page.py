@@ -189,6 +189,28 @@ def test_the_queue_page_shows_counts_oldest_pending_in_flight_and_stale_claims(
     assert [row["key"] for row in data["stale"]] == ["job-old"]
 
 
+def test_the_queue_page_charts_items_finished_per_minute_and_the_backlog_without_network(
+    op: Any, store: AtomicStore, store_conn: str
+) -> None:
+    """The last hour per minute and the last day per quarter, as inline SVG drawn on the
+    server (the page loads nothing and runs no script)."""
+    _queue(store)
+    params = {"conn": store_conn, "table": QUEUE}
+    page = op.get(f"{PREFIX}/stats", params=params)
+    html = page.text
+    for element, bars in (("activity-hour", 60), ("activity-day", 96)):
+        assert _text_of(html, f"{element}-finished") == "1"  # job-done
+        assert _text_of(html, f"{element}-backlog") == "6"  # 3 pending + 3 in flight
+        svg = html.split(f'<svg id="{element}"')[1].split("</svg>")[0]
+        assert svg.count('<rect class="finished"') == bars
+        assert '<polyline class="backlog" points="' in svg
+        assert "http" not in svg.replace("http://www.w3.org/2000/svg", "")
+    assert "<script" not in html and "src=" not in html
+    data = op.get(f"{PREFIX}/api/stats", params=params).json()["activity"]
+    assert [len(data[e]["points"]) for e in ("activity-hour", "activity-day")] == [60, 96]
+    assert data["activity-hour"]["points"][-1]["backlog"] == 6
+
+
 def test_the_stale_threshold_is_the_one_the_user_sets(
     op: Any, store: AtomicStore, store_conn: str
 ) -> None:
