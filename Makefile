@@ -88,13 +88,11 @@ redis-binaries:
 	$$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y redis-server
 
 # Airflow's own rules (ruff's AIR, preview) over the package, the example DAGs and the
-# Python the docs show (written out as files by scripts/docs_code.py: ruff reads no Markdown).
+# Python the docs show (scripts/airflow_lint.py: ruff reads no Markdown).
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	@code=$$(mktemp -d) && $(BIN)/python scripts/docs_code.py $$code && \
-	$(BIN)/ruff check --select AIR --preview --no-cache airflow_atomic_store example_dags $$code; \
-	status=$$?; rm -rf $$code; exit $$status
+	$(BIN)/python scripts/airflow_lint.py
 	$(BIN)/mypy
 
 fmt: venv
