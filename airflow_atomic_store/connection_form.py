@@ -98,7 +98,7 @@ def widgets() -> dict[str, Any]:
     from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
     from flask_babel import lazy_gettext
     from wtforms import BooleanField, IntegerField, StringField
-    from wtforms.validators import NumberRange, Optional
+    from wtforms.validators import Optional
 
     made: dict[str, Any] = {}
     for field in FIELDS:
@@ -112,7 +112,7 @@ def widgets() -> dict[str, Any]:
                 label,
                 widget=BS3TextFieldWidget(),
                 description=field.description,
-                validators=[Optional(), NumberRange(min=1)],
+                validators=[Optional()],
             )
         else:
             made[field.name] = StringField(

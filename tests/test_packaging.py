@@ -286,3 +286,14 @@ def test_airflow_providers_get_full_shows_the_documentation_url() -> None:
     )
     assert info["documentation-url"] == urls["Documentation"]
     assert info["documentation-url"].startswith("https://")
+
+
+def test_the_integration_links_the_released_docs_and_how_to_guides() -> None:
+    from airflow_atomic_store.get_provider_info import get_provider_info
+
+    (integration,) = get_provider_info()["integrations"]
+    links = [integration["external-doc-url"], *integration["how-to-guide"]]
+    prefix = f"https://github.com/airflow-atomic-store/airflow-atomic-store/blob/v{VERSION}/docs/"
+    for link in links:
+        assert link.startswith(prefix), link
+        assert (ROOT / "docs" / link.removeprefix(prefix)).is_file(), link

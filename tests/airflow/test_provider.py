@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from airflow_atomic_store import __version__
 from airflow_atomic_store.get_provider_info import get_provider_info
 
 HOOK_CLASS = "airflow_atomic_store.hooks.atomic_store.AtomicStoreHook"
@@ -72,20 +71,6 @@ def test_airflow_providers_list_shows_the_provider(capsys: pytest.CaptureFixture
     listed = json.loads(capsys.readouterr().out)
     ours = [entry for entry in listed if entry["package_name"] == "airflow-atomic-store"]
     assert ours and ours[0]["version"] == distribution("airflow-atomic-store").version
-
-
-def test_the_integration_links_the_released_docs_and_how_to_guides() -> None:
-    from pathlib import Path
-
-    (integration,) = get_provider_info()["integrations"]
-    docs = Path(__file__).resolve().parents[2] / "docs"
-    links = [integration["external-doc-url"], *integration["how-to-guide"]]
-    prefix = (
-        f"https://github.com/airflow-atomic-store/airflow-atomic-store/blob/v{__version__}/docs/"
-    )
-    for link in links:
-        assert link.startswith(prefix), link
-        assert (docs / link.removeprefix(prefix)).is_file(), link
 
 
 FORM_FIELDS = {"storage_table", "auto_claim_sets", "receipt_retention", "busy_timeout"}

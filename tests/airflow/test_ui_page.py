@@ -116,11 +116,15 @@ def test_an_anonymous_request_is_refused_with_401_on_every_route(
     # The sign-in link is the auth manager's, and brings the user back to this page.
     from urllib.parse import parse_qs, urlsplit
 
+    from airflow.api_fastapi.app import get_auth_manager
+
     found = re.search(r'id="sign-in" href="([^"]+)"', page.text)
     assert found is not None
-    link = urlsplit(found.group(1).replace("&amp;", "&"))
-    assert link.path.startswith("/auth/")
-    assert parse_qs(link.query)["next"] == [f"http://testserver{PREFIX}/stats?table={QUEUE}"]
+    link = found.group(1).replace("&amp;", "&")
+    back = f"http://testserver{PREFIX}/stats?table={QUEUE}"
+    assert link == get_auth_manager().get_url_login(next_url=back)
+    if "?" in link:  # 3.0's simple auth manager takes no next_url: its login page alone
+        assert parse_qs(urlsplit(link).query)["next"] == [back]
 
 
 def test_a_user_without_connection_access_is_refused_with_403_on_every_route(
