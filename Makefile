@@ -6,9 +6,12 @@ SHELL := /bin/bash
 VENV  := .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.install.stamp
-# The contributor extras every target needs (pyproject: the suite builds the docs, make test
-# lints first); a user's `pip install airflow-atomic-store` pulls none of them.
-DEV_EXTRAS := test,lint,docs
+# The contributor dependency groups every target needs (pyproject's PEP 735
+# [dependency-groups]: the suite builds the docs, make test lints first); they are not in
+# the wheel's metadata. `pip install --group` needs pip >= 25.1, installed into the venv.
+DEV_GROUPS := test lint docs
+PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+groups = $(foreach group,$(DEV_GROUPS) $(1),--group $(group))
 # pytest-xdist processes for `make test` (each starts its own PostgreSQL server and
 # Airflow home); a test file stays in one process. make test TEST_PROCESSES=1 for one.
 TEST_PROCESSES ?= 2
@@ -31,7 +34,7 @@ help:
 	@echo "make bench-quick the same at small sizes (about a minute); report in the temp dir"
 	@echo "make lint       ruff check, ruff format --check, mypy"
 	@echo "make fmt        ruff format and ruff check --fix"
-	@echo "make venv       create $(VENV) and install the package with its test, lint and docs extras"
+	@echo "make venv       create $(VENV) and install the package with its test, lint and docs groups"
 	@echo "make clean      remove caches, build output and the demo store (keeps $(VENV))"
 	@echo "make distclean  clean, and remove $(VENV)"
 
@@ -44,7 +47,8 @@ $(STAMP): pyproject.toml
 		echo "creating $(VENV) with $(PYTHON)"; \
 		$(PYTHON) -m venv $(VENV); \
 	fi
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(DEV_EXTRAS)]'
+	$(PIP_INSTALL) 'pip>=25.1'
+	$(PIP_INSTALL) -e . $(call groups)
 	@touch $@
 
 demo: venv
@@ -83,9 +87,12 @@ redis-binaries:
 	if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
 	$$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y redis-server
 
+# Airflow's own rules (ruff's AIR, preview) over the package, the example DAGs and the
+# Python the docs show (scripts/airflow_lint.py: ruff reads no Markdown).
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python scripts/airflow_lint.py
 	$(BIN)/mypy
 
 fmt: venv
@@ -102,11 +109,11 @@ test: venv postgres-binaries pgbouncer-binaries lint
 # Starts PostgreSQL and Airflow (api-server, scheduler, dag-processor, triggerer) under
 # .e2e/, drives the example DAGs through the REST API, asserts, stops everything.
 # On a busy machine give it more time: make e2e E2E_ARGS="--time-limit 1500"
-# The e2e extra (selenium for the browser check; the Celery provider with its redis client)
+# The e2e group (selenium for the browser check; the Celery provider with its redis client)
 # is for the e2e runs only.
 E2E_ARGS ?=
 e2e-deps: venv postgres-binaries browser-binaries
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(DEV_EXTRAS),e2e]'
+	$(PIP_INSTALL) -e . $(call groups,e2e)
 
 e2e: e2e-deps
 	$(BIN)/python -m e2e $(E2E_ARGS)
@@ -125,13 +132,13 @@ COMPAT_ARGS ?=
 compat: venv postgres-binaries
 	$(BIN)/python scripts/compat_matrix.py $(COMPAT_ARGS)
 
-# The bench extra (procrastinate, matplotlib, pyinstrument) is for benchmarks only.
+# The bench group (procrastinate, matplotlib, pyinstrument) is for benchmarks only.
 bench: venv postgres-binaries
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(DEV_EXTRAS),bench]'
+	$(PIP_INSTALL) -e . $(call groups,bench)
 	$(BIN)/python -m bench
 
 bench-quick: venv postgres-binaries
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(DEV_EXTRAS),bench]'
+	$(PIP_INSTALL) -e . $(call groups,bench)
 	$(BIN)/python -m bench --quick
 
 clean:

@@ -94,6 +94,7 @@ BEFORE_3_2 = {
     "tests/airflow/test_provider.py::test_the_hook_serves_sqlite_connections": RUNTIME_MANAGER,
     "tests/airflow/test_provider.py::test_postgres_stays_with_the_postgres_provider": RUNTIME_MANAGER,
     "tests/airflow/test_provider.py::test_the_ui_form_for_sqlite": FORM_FIELDS,
+    "tests/airflow/test_provider.py::test_the_sqlite_form_offers_the_store_options": FORM_FIELDS,
     "tests/example_dags/test_dags_folder.py::test_the_dag_processor_loads_every_example_dag_without_errors": (
         BUNDLE_DAG_BAG
     ),

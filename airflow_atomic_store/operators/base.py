@@ -9,9 +9,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import jinja2
-from airflow.sdk import BaseOperator
+from airflow.providers.common.compat.sdk import AirflowFailException, BaseOperator, SkipMixin
 
-from airflow_atomic_store.compat import AirflowFailException, SkipMixin
 from airflow_atomic_store.exceptions import (
     AccessDeniedError,
     IdempotencyKeyError,
