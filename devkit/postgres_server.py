@@ -191,18 +191,50 @@ class PostgresServer:
         :param template: copy this database instead of ``template1``.
         :param icu_locale: give the database a linguistic ICU default collation
             (e.g. ``"en-US"``, where ``'a' < 'B'``), as production servers often have,
-            instead of the cluster's byte-order ``C`` collation.
+            instead of the cluster's byte-order ``C`` collation. On a server without ICU
+            (13 and 14 cannot make it a database's default; the PyPI builds of 16 and 18 have
+            none), the C library's locale of that name (``en_US.UTF-8``) gives the database
+            its linguistic collation instead, as on those production servers; the OS must
+            have that locale (``make pg-locale``).
         """
         statement = f'CREATE DATABASE "{_checked_name(name)}"'
         if icu_locale is not None:
             if not _ICU_LOCALE.match(icu_locale):
                 raise ValueError(f"ICU locale {icu_locale!r} must match {_ICU_LOCALE.pattern}")
-            statement += f" LOCALE_PROVIDER icu ICU_LOCALE '{icu_locale}' LOCALE 'C.UTF-8'"
+            if self._has_icu_defaults():
+                statement += f" LOCALE_PROVIDER icu ICU_LOCALE '{icu_locale}' LOCALE 'C.UTF-8'"
+            else:
+                statement += f" LOCALE '{icu_locale.replace('-', '_')}.UTF-8'"
             template = template or "template0"
         if template is not None:
             statement += f' TEMPLATE "{_checked_name(template)}"'
         self.execute(statement)
+        if icu_locale is not None:
+            self._check_linguistic(name)
         return self.url_for(name)
+
+    def _check_linguistic(self, dbname: str) -> None:
+        """Refuse a database whose default collation still orders ``'B'`` before ``'a'``:
+        a test of the store under a linguistic collation would then prove nothing."""
+        import psycopg
+
+        with psycopg.connect(self.url_for(dbname), autocommit=True) as conn:
+            row = conn.execute("SELECT 'a' < 'B'").fetchone()
+        if not (row and row[0]):
+            raise self._error(f"database {dbname!r} does not have a linguistic collation")
+
+    def _has_icu_defaults(self) -> bool:
+        """Whether a database's default collation can be ICU's: 15+ built with ICU."""
+        import psycopg
+
+        with psycopg.connect(self.url_for("postgres"), autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT current_setting('server_version_num')::int >= 150000"
+                # initdb imports ICU's locales (``*-x-icu``) only where the build has ICU;
+                # 16+ lists an ICU ``unicode`` collation even where it has none.
+                " AND EXISTS (SELECT FROM pg_collation WHERE collname LIKE '%-x-icu')"
+            ).fetchone()
+        return bool(row and row[0])
 
     def create_user_schema(self, name: str, *, dbname: str | None = None) -> str:
         """Create login role ``name`` owning schema ``name``, its only search path, in ``dbname``.
