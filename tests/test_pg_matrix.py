@@ -1,0 +1,102 @@
+"""The PostgreSQL matrix's plumbing: which binaries a server runs, and the page's two sections.
+
+``make pg-matrix`` itself runs the database tiers on each line (scripts/pg_matrix.py); these
+check what it relies on: a named ``bin/`` is used or refused, never swapped for another line,
+and ``make compat`` and ``make pg-matrix`` each rewrite only their own part of
+docs/compatibility.md.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from devkit.postgres_server import (
+    PG_BIN_ENV,
+    PostgresServer,
+    PostgresServerError,
+    find_server_binaries,
+)
+from scripts import compat_matrix, pg_matrix
+
+
+def _version_of(bin_dir: Path) -> str:
+    out = subprocess.run(
+        [str(bin_dir / "postgres"), "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    match = re.search(r"\(PostgreSQL\) (\S+)", out)
+    assert match is not None, out
+    return match.group(1)
+
+
+def test_a_named_bin_dir_without_the_binaries_is_refused_not_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(PostgresServerError, match=r"bin_dir=.*no executable initdb"):
+        find_server_binaries(tmp_path)
+    monkeypatch.setenv(PG_BIN_ENV, str(tmp_path))
+    with pytest.raises(PostgresServerError, match=f"{PG_BIN_ENV}=.*no executable initdb"):
+        PostgresServer()
+
+
+@pytest.mark.postgres
+def test_the_server_runs_the_binaries_the_environment_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What every server of a matrix run relies on (the suite's and the tests' own)."""
+    monkeypatch.delenv(PG_BIN_ENV, raising=False)
+    machine_bin = find_server_binaries()[0].parent
+    monkeypatch.setenv(PG_BIN_ENV, str(machine_bin))
+    with PostgresServer() as server:
+        assert server.bin_dir == machine_bin.resolve()
+        with psycopg.connect(server.url) as conn:
+            row = conn.execute("SHOW server_version").fetchone()
+    assert row is not None
+    assert row[0].split()[0] == _version_of(machine_bin)
+
+
+def test_every_wheel_line_is_pinned_to_a_version_and_a_digest() -> None:
+    majors = [line.major for line in pg_matrix.LINES]
+    assert majors == ["13", "14", "15", "16", "18"]
+    for line in pg_matrix.LINES:
+        if line.wheel is None:
+            continue
+        assert re.fullmatch(r"[a-z-]+==\d+(\.\d+)+", line.wheel.requirement)
+        assert re.fullmatch(r"[0-9a-f]{64}", line.wheel.sha256)
+        assert line.wheel.bin_path.endswith("/bin")
+
+
+def _result(major: str, summary: str) -> pg_matrix.Result:
+    line = next(line for line in pg_matrix.LINES if line.major == major)
+    return pg_matrix.Result(line, version=f"{major}.1", ok=True, summary=summary)
+
+
+def test_the_pg_section_replaces_only_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = tmp_path / "compatibility.md"
+    page.write_text("# Compatibility\n\n| Airflow line |\n|---|\n| 3.3 |\n")
+    monkeypatch.setattr(pg_matrix, "REPORT", page)
+    pg_matrix.write_section(pg_matrix.section(pg_matrix.table([_result("13", "1 passed")])))
+    pg_matrix.write_section(pg_matrix.section(pg_matrix.table([_result("18", "2 passed")])))
+    text = page.read_text()
+    assert text.startswith("# Compatibility\n\n| Airflow line |\n|---|\n| 3.3 |\n\n")
+    assert text.count("## PostgreSQL lines") == 1
+    assert "| 18 | 18.1 |" in text and "| 13 |" not in text
+
+
+def test_make_compat_keeps_the_pg_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    page = tmp_path / "compatibility.md"
+    page.write_text("# Compatibility\n\nan older Airflow table\n")
+    monkeypatch.setattr(pg_matrix, "REPORT", page)
+    monkeypatch.setattr(compat_matrix, "REPORT", page)
+    pg_section = pg_matrix.section(pg_matrix.table([_result("16", "3 passed")]))
+    pg_matrix.write_section(pg_section)
+    compat_matrix.write_report(["| Airflow line |", "| 3.3 |"], Path("airflow_atomic_store.whl"))
+    text = page.read_text()
+    assert "an older Airflow table" not in text and "| 3.3 |" in text
+    assert text.endswith(pg_section)
