@@ -177,6 +177,7 @@ class PostgresServer:
         try:
             self._init_cluster()
             self._start_with_free_port()
+            self._lock_public_schema()
             self.create_database(self.dbname)
         except BaseException:
             self.stop()
@@ -222,6 +223,16 @@ class PostgresServer:
             row = conn.execute("SELECT 'a' < 'B'").fetchone()
         if not (row and row[0]):
             raise self._error(f"database {dbname!r} does not have a linguistic collation")
+
+    def _lock_public_schema(self) -> None:
+        """Take ``CREATE`` on schema ``public`` from every role, as PostgreSQL 15 made the default.
+
+        Before 15 any role may create in ``public``: a role whose search path names it (a
+        test's "no privilege on the schema") would create its store there, and its objects
+        would outlive its own schema. Databases created later copy ``template1``'s grant.
+        """
+        for dbname in ("template1", "postgres"):
+            self.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC", dbname=dbname)
 
     def _has_icu_defaults(self) -> bool:
         """Whether a database's default collation can be ICU's: 15+ built with ICU."""
@@ -406,6 +417,8 @@ class PostgresServer:
             "fsync": "off",
             "synchronous_commit": "off",
             "full_page_writes": "off",
+            # 14+'s default; 13 stores md5 hashes, which require_password's scram line refuses.
+            "password_encryption": "scram-sha-256",
             **self.settings,
         }
         server_options = " ".join(f"-c {name}={value}" for name, value in options.items())
