@@ -14,8 +14,9 @@ line in :data:`LINES`, one after another (each run is CPU heavy):
    ``ATOMIC_STORE_PG_BIN`` naming that ``bin/``: every server the harness starts
    (devkit/postgres_server.py), the suite's own and the tests' private ones, runs that line.
 
-The table is printed and, when every line ran, written to its section of
-``docs/compatibility.md`` (``make compat`` writes the Airflow section and keeps this one).
+The table is printed and its rows written to this script's section of
+``docs/compatibility.md``, where the rows of lines that did not run stay as they were
+(``make compat`` writes the Airflow section and keeps this one).
 The exit status is non-zero if a line failed.
 """
 
@@ -269,15 +270,25 @@ def section(rows: list[str]) -> str:
     )
 
 
-def write_section(text: str) -> None:
-    """Replace this script's section of the page, or add it at the end; the rest is kept."""
+def write_section(results: list[Result]) -> None:
+    """Write the lines that ran into this script's section of the page, keeping the rows of
+    the lines that did not run (``make pg-matrix PG_LINES=18`` updates 18's row) and every
+    other part of the page."""
     page = REPORT.read_text() if REPORT.exists() else "# Compatibility\n"
     start, end = page.find(SECTION_START), page.find(SECTION_END)
+    ran = {r.line.major: row for r, row in zip(results, table(results)[2:], strict=True)}
+    kept = {}
     if start >= 0 and end > start:
-        page = page[:start] + text + page[end + len(SECTION_END) :].lstrip("\n")
+        for row in page[start:end].splitlines():
+            major = row.split("|")[1].strip() if row.startswith("| ") else ""
+            if major in {line.major for line in LINES} and major not in ran:
+                kept[major] = row
+        page, tail = page[:start], page[end + len(SECTION_END) :].lstrip("\n")
     else:
-        page = page.rstrip("\n") + "\n\n" + text
-    REPORT.write_text(page)
+        page, tail = page.rstrip("\n") + "\n\n", ""
+    rows = {**kept, **ran}
+    ordered = [rows[line.major] for line in LINES if line.major in rows]
+    REPORT.write_text(page + section(table([])[:2] + ordered) + tail)
 
 
 def main() -> int:
@@ -303,8 +314,8 @@ def main() -> int:
     rows = table(results)
     print("\n" + "\n".join(rows))
     print(f"\nPostgreSQL matrix: {time.monotonic() - started:.0f} s")
-    if not args.no_report and not args.lines:
-        write_section(section(rows))
+    if not args.no_report:
+        write_section(results)
         print(f"written to {REPORT.relative_to(PROJECT)}")
     failed = [r.line.major for r in results if not r.ok]
     if failed:

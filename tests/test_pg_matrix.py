@@ -81,12 +81,15 @@ def test_the_pg_section_replaces_only_itself(
     page = tmp_path / "compatibility.md"
     page.write_text("# Compatibility\n\n| Airflow line |\n|---|\n| 3.3 |\n")
     monkeypatch.setattr(pg_matrix, "REPORT", page)
-    pg_matrix.write_section(pg_matrix.section(pg_matrix.table([_result("13", "1 passed")])))
-    pg_matrix.write_section(pg_matrix.section(pg_matrix.table([_result("18", "2 passed")])))
+    pg_matrix.write_section([_result("18", "2 passed")])
+    pg_matrix.write_section([_result("13", "1 passed"), _result("16", "5 passed")])
+    pg_matrix.write_section([_result("16", "4 passed")])  # a line runs again
     text = page.read_text()
     assert text.startswith("# Compatibility\n\n| Airflow line |\n|---|\n| 3.3 |\n\n")
     assert text.count("## PostgreSQL lines") == 1
-    assert "| 18 | 18.1 |" in text and "| 13 |" not in text
+    rows = [row for row in text.splitlines() if re.match(r"\| \d+ \|", row)]
+    assert [row.split("|")[1].strip() for row in rows] == ["13", "16", "18"]
+    assert "4 passed" in rows[1] and "5 passed" not in text
 
 
 def test_make_compat_keeps_the_pg_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -94,9 +97,9 @@ def test_make_compat_keeps_the_pg_section(tmp_path: Path, monkeypatch: pytest.Mo
     page.write_text("# Compatibility\n\nan older Airflow table\n")
     monkeypatch.setattr(pg_matrix, "REPORT", page)
     monkeypatch.setattr(compat_matrix, "REPORT", page)
-    pg_section = pg_matrix.section(pg_matrix.table([_result("16", "3 passed")]))
-    pg_matrix.write_section(pg_section)
+    pg_matrix.write_section([_result("16", "3 passed")])
+    pg_section = page.read_text()[page.read_text().index(pg_matrix.SECTION_START) :]
     compat_matrix.write_report(["| Airflow line |", "| 3.3 |"], Path("airflow_atomic_store.whl"))
     text = page.read_text()
     assert "an older Airflow table" not in text and "| 3.3 |" in text
-    assert text.endswith(pg_section)
+    assert "| 16 | 16.1 |" in pg_section and text.endswith(pg_section)
