@@ -8,8 +8,11 @@ docs/compatibility.md.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import psycopg
@@ -103,3 +106,33 @@ def test_make_compat_keeps_the_pg_section(tmp_path: Path, monkeypatch: pytest.Mo
     text = page.read_text()
     assert "an older Airflow table" not in text and "| 3.3 |" in text
     assert "| 16 | 16.1 |" in pg_section and text.endswith(pg_section)
+
+
+def test_a_line_in_a_private_checkout_is_copied_where_the_server_user_can_run_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As root the server runs as ``postgres``, which cannot enter a checkout in a 0700
+    directory (CI clones anywhere): the run then uses a copy of the line's installation."""
+    private = tmp_path / "private"
+    machine_bin = find_server_binaries()[0].parent
+    installed = private / "checkout" / ".pg" / "15" / "pkg" / "bin"
+    installed.mkdir(parents=True)
+    for name in ("initdb", "postgres"):
+        shutil.copy2(machine_bin / name, installed / name)
+    (installed.parent.parent / "bin").symlink_to("pkg/bin")
+    private.chmod(0o700)
+    monkeypatch.setattr(pg_matrix, "CACHE", private / "checkout" / ".pg")
+    with tempfile.TemporaryDirectory() as scratch_dir:  # in the system temp dir, as a run's
+        scratch = Path(scratch_dir)
+        runnable = pg_matrix.reachable(installed.parent.parent / "bin", scratch)
+        _check_runnable(runnable, installed.parent.parent / "bin", scratch, machine_bin)
+
+
+def _check_runnable(runnable: Path, linked: Path, scratch: Path, machine_bin: Path) -> None:
+    """The server user can run what :func:`pg_matrix.reachable` returned."""
+    if os.geteuid() != 0:  # the server runs as this user, who can run it where it is
+        assert runnable == linked
+        return
+    assert runnable == scratch / "15" / "pkg" / "bin"
+    probe = ["runuser", "-u", "postgres", "--", str(runnable / "postgres"), "--version"]
+    assert _version_of(machine_bin) in subprocess.run(probe, capture_output=True, text=True).stdout
