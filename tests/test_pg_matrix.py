@@ -136,3 +136,15 @@ def _check_runnable(runnable: Path, linked: Path, scratch: Path, machine_bin: Pa
     assert runnable == scratch / "15" / "pkg" / "bin"
     probe = ["runuser", "-u", "postgres", "--", str(runnable / "postgres"), "--version"]
     assert _version_of(machine_bin) in subprocess.run(probe, capture_output=True, text=True).stdout
+
+
+def test_every_test_a_line_leaves_out_exists_in_its_tiers() -> None:
+    """A renamed test would otherwise run, and fail, on the line that cannot run it."""
+    sources = "\n".join(
+        path.read_text()
+        for tier in pg_matrix.TIERS
+        for path in (pg_matrix.PROJECT / tier).rglob("test_*.py")
+    )
+    names = {name for line in pg_matrix.LINES for name in line.deselect}
+    assert names
+    assert {name for name in names if f"def {name}(" not in sources} == set()
