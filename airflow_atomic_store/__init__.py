@@ -2,6 +2,9 @@
 
 The store layer (``AtomicStore``) imports no Airflow, so producers and tests
 outside Airflow can use it; the hook and operators load lazily on first use.
+Importing the package refuses an installed Airflow older than 3.0 with a
+``RuntimeError``, as Airflow's own providers do (read from the installed
+metadata, so that Airflow itself is not imported).
 """
 
 from __future__ import annotations
@@ -9,16 +12,25 @@ from __future__ import annotations
 from importlib import metadata as _metadata
 from typing import TYPE_CHECKING, Any
 
-from airflow_atomic_store.exceptions import (
+from airflow_atomic_store.versions import check_airflow_version, installed_airflow_version
+
+_AIRFLOW_VERSION = installed_airflow_version()
+if _AIRFLOW_VERSION is not None:
+    check_airflow_version(_AIRFLOW_VERSION)
+
+from airflow_atomic_store.exceptions import (  # noqa: E402  (after the floor, as providers do)
     AccessDeniedError,
     AtomicStoreError,
     ConnectionConfigError,
+    DuplicateMemberError,
     IdempotencyKeyError,
     MutationError,
+    ResultTooLargeError,
     SpecError,
+    StoreLocationError,
     StoreUnavailableError,
 )
-from airflow_atomic_store.store import AtomicStore
+from airflow_atomic_store.store import AtomicStore  # noqa: E402
 
 if TYPE_CHECKING:
     from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
@@ -42,9 +54,12 @@ __all__ = [
     "AtomicUpdateOperator",
     "AtomicUpsertOperator",
     "ConnectionConfigError",
+    "DuplicateMemberError",
     "IdempotencyKeyError",
     "MutationError",
+    "ResultTooLargeError",
     "SpecError",
+    "StoreLocationError",
     "StoreUnavailableError",
 ]
 

@@ -1,16 +1,13 @@
-"""The few Airflow names that moved between 3.x lines, each from where the running line has it.
+"""What ``apache-airflow-providers-common-compat`` does not cover, for the Airflow 3.x lines.
 
-Every Airflow-layer module imports these names from here, so no other module
-branches on the Airflow version. Each name is tried at its newest home first,
-then at the old one (checked against the 3.0.6, 3.1.8, 3.2.2 and 3.3.2 wheels):
+Airflow's own providers span the lines through common-compat: the package imports
+``BaseHook``, ``BaseOperator``, ``SkipMixin``, ``Stats`` and the exceptions from
+``airflow.providers.common.compat.sdk``, and the triggers look their connection up with
+``airflow.providers.common.compat.connection.get_async_connection`` (which avoids
+``BaseHook.aget_connection`` before Airflow 3.3.2, where it masks secrets with a
+synchronous call). This module keeps only the rest (checked against the 3.0.6, 3.1.8,
+3.2.2 and 3.3.2 wheels):
 
-* ``BaseHook``: ``airflow.sdk`` from 3.1; ``airflow.hooks.base`` in 3.0.
-* ``SkipMixin``: ``airflow.sdk`` from 3.2; before, ``airflow.providers.standard.utils.skipmixin``.
-* ``AirflowNotFoundException``, ``AirflowFailException``: ``airflow.sdk.exceptions``
-  from 3.2; before, ``airflow.exceptions``.
-* ``Stats``: ``airflow.sdk.observability.stats`` from 3.2; before, ``airflow.stats``.
-* ``aget_connection``: ``BaseHook.aget_connection`` where it exists, else the
-  synchronous lookup through ``asgiref.sync_to_async``.
 * ``PostgresHook``: the PostgreSQL provider's, connecting with psycopg 3 also on 3.0
   (where SQLAlchemy 1.4 would make it pick psycopg2); loaded on first use, refusing a
   provider older than :data:`MIN_POSTGRES_PROVIDER_VERSION`.
@@ -18,7 +15,9 @@ then at the old one (checked against the 3.0.6, 3.1.8, 3.2.2 and 3.3.2 wheels):
   ``airflow.api_fastapi.core_api.security.get_user`` reads a Bearer header or the UI's
   ``_token`` cookie; 3.0's reads only the header, so there the cookie is read here.
   Loaded on first use (the API server only).
-* ``EXTERNAL_VIEWS``: whether the UI shows plugins' ``external_views`` (3.1+).
+* ``EXTERNAL_VIEWS``: whether the UI shows plugins' ``external_views`` (3.1+). The
+  line is read with :func:`~airflow_atomic_store.versions.release`: common-compat's
+  ``version_compat`` asks providers to copy it rather than import it.
 
 Importing this module refuses an Airflow older than :data:`MIN_AIRFLOW_VERSION`
 with a ``RuntimeError``, as Airflow's own providers do; loading ``PostgresHook``
@@ -30,105 +29,37 @@ imports it.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 import airflow
 
-MIN_AIRFLOW_VERSION = "3.0.0"
-#: The first ``apache-airflow-providers-postgres`` whose ``PostgresHook.get_conn()``
-#: connects through ``_create_connection``, which the store overrides (to connect with
-#: psycopg 3 on Airflow 3.0, and to read the trigger's ``LISTEN`` arguments); it also
-#: has ``USE_PSYCOPG3`` (6.3.0+). pyproject.toml declares the same floor.
-MIN_POSTGRES_PROVIDER_VERSION = "6.8.0"
-
-
-def _release(version: str) -> tuple[int, ...]:
-    """The numeric release of a version string: ``"3.1.0rc2"`` -> ``(3, 1, 0)``."""
-    found = re.match(r"\s*v?(\d+(?:\.\d+)*)", version)
-    if found is None:
-        raise ValueError(f"not a version: {version!r}")
-    return tuple(int(part) for part in found.group(1).split("."))
-
-
-def _older(version: str, minimum: str) -> bool:
-    """Whether ``version`` is a release before ``minimum`` (a pre-release counts as its release).
-
-    As the official providers compare ``base_version``: ``3.1.0rc2`` is ``3.1.0``.
-    """
-    low, release = _release(minimum), _release(version)
-    width = max(len(low), len(release))
-    return release + (0,) * (width - len(release)) < low + (0,) * (width - len(low))
-
-
-def check_airflow_version(version: str) -> None:
-    """Raise ``RuntimeError`` if ``version`` is older than :data:`MIN_AIRFLOW_VERSION`."""
-    if _older(version, MIN_AIRFLOW_VERSION):
-        raise RuntimeError(
-            f"The package `airflow-atomic-store` needs Apache Airflow {MIN_AIRFLOW_VERSION}+; "
-            f"Apache Airflow {version} is installed"
-        )
-
-
-def check_postgres_provider_version(version: str) -> None:
-    """Raise ``RuntimeError`` if ``version`` is older than :data:`MIN_POSTGRES_PROVIDER_VERSION`.
-
-    An older provider connects without ``_create_connection``: the store's override
-    would be ignored (psycopg2 on Airflow 3.0, a trigger ``LISTEN`` to libpq's defaults).
-    """
-    if _older(version, MIN_POSTGRES_PROVIDER_VERSION):
-        raise RuntimeError(
-            "The package `airflow-atomic-store` needs apache-airflow-providers-postgres "
-            f"{MIN_POSTGRES_PROVIDER_VERSION}+; {version} is installed"
-        )
-
+from airflow_atomic_store.versions import (
+    MIN_AIRFLOW_VERSION,
+    MIN_POSTGRES_PROVIDER_VERSION,
+    check_airflow_version,
+    check_postgres_provider_version,
+    release,
+)
 
 check_airflow_version(airflow.__version__)
 
 #: The UI lists plugins' ``external_views`` as navigation entries from 3.1 on.
-EXTERNAL_VIEWS = _release(airflow.__version__) >= (3, 1)
+EXTERNAL_VIEWS = release(airflow.__version__) >= (3, 1)
 
-if TYPE_CHECKING:  # type checkers see the newest line's names
+# Airflow's own way across the lines (apache-airflow-providers-common-compat, installed
+# with every Airflow 3): the package's modules import these from there; they stay
+# importable here for code that took them from this module.
+from airflow.providers.common.compat.sdk import (  # noqa: E402
+    AirflowFailException,
+    AirflowNotFoundException,
+    BaseHook,
+    SkipMixin,
+    Stats,
+)
+
+if TYPE_CHECKING:
     from airflow.api_fastapi.core_api.security import get_user as api_user
     from airflow.providers.postgres.hooks.postgres import PostgresHook
-    from airflow.sdk import BaseHook, SkipMixin
-    from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
-    from airflow.sdk.observability.stats import Stats
-else:
-    try:  # 3.1+
-        from airflow.sdk import BaseHook
-    except ImportError:
-        from airflow.hooks.base import BaseHook
-
-    try:  # 3.2+
-        from airflow.sdk import SkipMixin
-    except ImportError:
-        from airflow.providers.standard.utils.skipmixin import SkipMixin
-
-    try:  # 3.2+
-        from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
-    except ImportError:
-        from airflow.exceptions import AirflowFailException, AirflowNotFoundException
-
-    try:  # 3.2+
-        from airflow.sdk.observability.stats import Stats
-    except ImportError:
-        from airflow.stats import Stats
-
-
-async def aget_connection(conn_id: str) -> Any:
-    """A connection, fetched without blocking the event loop (for triggers).
-
-    ``BaseHook.aget_connection`` where the line has it (3.3 has); before, the
-    synchronous lookup through ``asgiref``'s ``sync_to_async``, as Airflow's own
-    triggers did on those lines.
-    """
-    getter = getattr(BaseHook, "aget_connection", None)
-    if getter is not None:
-        return await getter(conn_id)
-    from asgiref.sync import sync_to_async
-
-    return await sync_to_async(BaseHook.get_connection)(conn_id)
 
 
 def __getattr__(name: str) -> Any:
@@ -173,7 +104,7 @@ def _api_user() -> Any:
     reads only the ``Authorization`` header, while its UI keeps the token in the
     ``_token`` cookie: a page opened in the browser must read the cookie too.
     """
-    if _release(airflow.__version__) >= (3, 1):
+    if release(airflow.__version__) >= (3, 1):
         from airflow.api_fastapi.core_api import security
 
         return security.get_user
@@ -195,7 +126,6 @@ __all__ = [
     "PostgresHook",
     "SkipMixin",
     "Stats",
-    "aget_connection",
     "api_user",
     "check_airflow_version",
     "check_postgres_provider_version",

@@ -11,12 +11,14 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from airflow_atomic_store import __version__
+from airflow_atomic_store import __version__, connection_form
 
 PACKAGE_NAME = "airflow-atomic-store"  # must equal the distribution name exactly
 INTEGRATION = "Atomic Store"
 HOOK_CLASS = "airflow_atomic_store.hooks.atomic_store.AtomicStoreHook"
 EXAMPLE_DAGS = "airflow_atomic_store.example_dags"
+#: The released docs (the tag of this version, as pyproject's Documentation URL).
+DOCS = f"https://github.com/airflow-atomic-store/airflow-atomic-store/blob/v{__version__}/docs"
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -29,7 +31,18 @@ def get_provider_info() -> dict[str, Any]:
             "without races."
         ),
         "versions": [__version__],
-        "integrations": [{"integration-name": INTEGRATION, "tags": ["software"]}],
+        "integrations": [
+            {
+                "integration-name": INTEGRATION,
+                "external-doc-url": f"{DOCS}/index.md",
+                "how-to-guide": [
+                    f"{DOCS}/getting-started.md",
+                    f"{DOCS}/reference/operators.md",
+                    f"{DOCS}/observing.md",
+                ],
+                "tags": ["software"],
+            }
+        ],
         "hooks": [
             {
                 "integration-name": INTEGRATION,
@@ -97,10 +110,8 @@ def _connection_types() -> list[dict[str, Any]]:
             "connection-type": "sqlite",
             "hook-class-name": HOOK_CLASS,
             "hook-name": "Atomic Store (SQLite file)",
-            "ui-field-behaviour": {
-                "hidden-fields": ["login", "password", "port", "schema", "extra"],
-                "relabeling": {"host": "Absolute path of the store file"},
-                "placeholders": {"host": "/abs/path/store.db"},
-            },
+            # Read by Airflow 3.2+; 3.0 and 3.1 ask the hook (connection_form.py).
+            "conn-fields": connection_form.conn_fields(),
+            "ui-field-behaviour": connection_form.provider_field_behaviour(),
         }
     ]

@@ -128,6 +128,6 @@ class PrimitiveMetrics:
 
 def _stats() -> Any:
     """Airflow's ``Stats`` for the running line (imported late: the store layer has no Airflow)."""
-    from airflow_atomic_store.compat import Stats
+    from airflow.providers.common.compat.sdk import Stats
 
     return Stats

@@ -61,7 +61,7 @@ def _outputs(args: argparse.Namespace, sizes: Sizes, everything: bool) -> tuple[
 def _measure(names: list[str], sizes: Sizes) -> dict[str, Any]:
     require_extras = sizes.mode != "tiny"
     if require_extras and not procrastinate_queue.available() and "claim" in names:
-        raise SystemExit("procrastinate is missing: `pip install -e '.[bench]'` (make bench)")
+        raise SystemExit("procrastinate is missing: run `make bench` (bench group)")
     started = now()
     data: dict[str, Any] = {}
     machine = describe_machine()
@@ -88,7 +88,7 @@ def _write(data: dict[str, Any], report_path: Path, plot_path: Path | None, tiny
             plot_name = plot_path.name
             progress(f"plot: {plot_path}")
     elif not tiny:
-        raise SystemExit("matplotlib is missing: `pip install -e '.[bench]'` (make bench)")
+        raise SystemExit("matplotlib is missing: run `make bench` (bench group)")
     report_path.parent.mkdir(parents=True, exist_ok=True)
     report_path.write_text(report.render(data, plot_name=plot_name))
     progress(f"report: {report_path}")

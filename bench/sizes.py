@@ -62,6 +62,9 @@ class Sizes:
     aged_history_claims: int
     #: SQLite drains per variant (variants alternate)
     aged_sqlite_rounds: int
+    #: storage soak (issue 33): cycles of enqueue -> claim -> done -> retire, items per cycle
+    soak_cycles: int = 30
+    soak_items: int = 5_000
 
 
 FULL = Sizes(
@@ -134,6 +137,8 @@ QUICK = Sizes(
     aged_history_pending=500,
     aged_history_claims=30,
     aged_sqlite_rounds=1,
+    soak_cycles=10,
+    soak_items=1_000,
 )
 
 TINY = Sizes(
@@ -170,6 +175,8 @@ TINY = Sizes(
     aged_history_pending=100,
     aged_history_claims=5,
     aged_sqlite_rounds=1,
+    soak_cycles=3,
+    soak_items=50,
 )
 
 MODES = {sizes.mode: sizes for sizes in (FULL, QUICK, TINY)}

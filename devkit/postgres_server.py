@@ -10,6 +10,11 @@ user owns.
         url = server.create_database("case_1")   # postgresql://postgres@127.0.0.1:PORT/case_1
         ...
 
+The binaries are PostgreSQL's on PATH (Debian's 15 here) unless a ``bin_dir`` is
+given or the environment names one in ``ATOMIC_STORE_PG_BIN``: that is how
+``make pg-matrix`` runs the whole harness on another server line (13, 14, 16, 18
+from ``.pg/<major>/bin``, see scripts/pg_matrix.py).
+
 Nothing here imports pytest: the tests, the benchmarks, the e2e deployment
 and the demo share it. Every failure raises ``PostgresServerError`` carrying the tail of the server log.
 """
@@ -30,8 +35,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["PostgresServer", "PostgresServerError", "find_server_binaries"]
+__all__ = ["PG_BIN_ENV", "PostgresServer", "PostgresServerError", "find_server_binaries"]
 
+#: Names the ``bin/`` directory of the PostgreSQL line every server of this process runs.
+PG_BIN_ENV = "ATOMIC_STORE_PG_BIN"
 _SERVER_USER = "postgres"
 _SUPERUSER = "postgres"
 _INITDB_OPTIONS = ("-A", "trust", "-U", _SUPERUSER, "-E", "UTF8", "--locale=C", "--no-sync")
@@ -45,8 +52,28 @@ class PostgresServerError(RuntimeError):
     """The throwaway PostgreSQL server could not be set up or driven."""
 
 
-def find_server_binaries() -> tuple[Path, Path]:
-    """Return ``(initdb, pg_ctl)``: from PATH, else the newest /usr/lib/postgresql/*/bin."""
+def find_server_binaries(
+    bin_dir: str | os.PathLike[str] | None = None,
+) -> tuple[Path, Path]:
+    """Return ``(initdb, pg_ctl)``: from ``bin_dir``, else ``$ATOMIC_STORE_PG_BIN``, else PATH,
+    else the newest /usr/lib/postgresql/*/bin.
+
+    A directory that is named but lacks the binaries is an error, never a quiet fall back to
+    another line: a matrix run must not pass on the wrong server.
+    """
+    named = bin_dir if bin_dir is not None else os.environ.get(PG_BIN_ENV) or None
+    if named is not None:
+        # Resolved: the wheels' binaries find their libraries and share/ relative to
+        # their real location, not a symlink's.
+        directory = Path(named).resolve()
+        initdb_path, pg_ctl_path = directory / "initdb", directory / "pg_ctl"
+        if not (os.access(initdb_path, os.X_OK) and os.access(pg_ctl_path, os.X_OK)):
+            source = "bin_dir" if bin_dir is not None else PG_BIN_ENV
+            raise PostgresServerError(
+                f"{source}={os.fspath(named)!r} has no executable initdb and pg_ctl "
+                "(make pg-binaries fetches the other lines into .pg/<major>/bin)"
+            )
+        return initdb_path, pg_ctl_path
     initdb = shutil.which("initdb")
     if initdb is not None:
         bindir = Path(initdb).resolve().parent
@@ -85,6 +112,8 @@ class PostgresServer:
     :param base_dir: parent of the temporary directory (default, and when the
         server user cannot enter it: the system temp dir; see :attr:`directory`).
     :param settings: extra ``-c name=value`` server settings.
+    :param bin_dir: the ``bin/`` of the PostgreSQL line to run (default: ``$ATOMIC_STORE_PG_BIN``,
+        else the one on PATH; see :func:`find_server_binaries`).
     """
 
     def __init__(
@@ -94,6 +123,7 @@ class PostgresServer:
         max_connections: int = 200,
         base_dir: str | os.PathLike[str] | None = None,
         settings: dict[str, str] | None = None,
+        bin_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if max_connections < 100:
             raise ValueError("max_connections must be at least 100")
@@ -101,7 +131,7 @@ class PostgresServer:
         self.max_connections = max_connections
         self.settings = dict(settings or {})
         self._base_dir = base_dir
-        self._initdb, self._pg_ctl = find_server_binaries()
+        self._initdb, self._pg_ctl = find_server_binaries(bin_dir)
         self._as_server_user = os.geteuid() == 0
         self.directory: Path | None = None
         self.port: int | None = None
@@ -120,6 +150,11 @@ class PostgresServer:
     @property
     def running(self) -> bool:
         return self._running
+
+    @property
+    def bin_dir(self) -> Path:
+        """The ``bin/`` directory this server's binaries come from."""
+        return self._initdb.parent
 
     @property
     def url(self) -> str:
@@ -142,6 +177,7 @@ class PostgresServer:
         try:
             self._init_cluster()
             self._start_with_free_port()
+            self._lock_public_schema()
             self.create_database(self.dbname)
         except BaseException:
             self.stop()
@@ -156,18 +192,60 @@ class PostgresServer:
         :param template: copy this database instead of ``template1``.
         :param icu_locale: give the database a linguistic ICU default collation
             (e.g. ``"en-US"``, where ``'a' < 'B'``), as production servers often have,
-            instead of the cluster's byte-order ``C`` collation.
+            instead of the cluster's byte-order ``C`` collation. On a server without ICU
+            (13 and 14 cannot make it a database's default; the PyPI builds of 16 and 18 have
+            none), the C library's locale of that name (``en_US.UTF-8``) gives the database
+            its linguistic collation instead, as on those production servers; the OS must
+            have that locale (``make pg-locale``).
         """
         statement = f'CREATE DATABASE "{_checked_name(name)}"'
         if icu_locale is not None:
             if not _ICU_LOCALE.match(icu_locale):
                 raise ValueError(f"ICU locale {icu_locale!r} must match {_ICU_LOCALE.pattern}")
-            statement += f" LOCALE_PROVIDER icu ICU_LOCALE '{icu_locale}' LOCALE 'C.UTF-8'"
+            if self._has_icu_defaults():
+                statement += f" LOCALE_PROVIDER icu ICU_LOCALE '{icu_locale}' LOCALE 'C.UTF-8'"
+            else:
+                statement += f" LOCALE '{icu_locale.replace('-', '_')}.UTF-8'"
             template = template or "template0"
         if template is not None:
             statement += f' TEMPLATE "{_checked_name(template)}"'
         self.execute(statement)
+        if icu_locale is not None:
+            self._check_linguistic(name)
         return self.url_for(name)
+
+    def _check_linguistic(self, dbname: str) -> None:
+        """Refuse a database whose default collation still orders ``'B'`` before ``'a'``:
+        a test of the store under a linguistic collation would then prove nothing."""
+        import psycopg
+
+        with psycopg.connect(self.url_for(dbname), autocommit=True) as conn:
+            row = conn.execute("SELECT 'a' < 'B'").fetchone()
+        if not (row and row[0]):
+            raise self._error(f"database {dbname!r} does not have a linguistic collation")
+
+    def _lock_public_schema(self) -> None:
+        """Take ``CREATE`` on schema ``public`` from every role, as PostgreSQL 15 made the default.
+
+        Before 15 any role may create in ``public``: a role whose search path names it (a
+        test's "no privilege on the schema") would create its store there, and its objects
+        would outlive its own schema. Databases created later copy ``template1``'s grant.
+        """
+        for dbname in ("template1", "postgres"):
+            self.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC", dbname=dbname)
+
+    def _has_icu_defaults(self) -> bool:
+        """Whether a database's default collation can be ICU's: 15+ built with ICU."""
+        import psycopg
+
+        with psycopg.connect(self.url_for("postgres"), autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT current_setting('server_version_num')::int >= 150000"
+                # initdb imports ICU's locales (``*-x-icu``) only where the build has ICU;
+                # 16+ lists an ICU ``unicode`` collation even where it has none.
+                " AND EXISTS (SELECT FROM pg_collation WHERE collname LIKE '%-x-icu')"
+            ).fetchone()
+        return bool(row and row[0])
 
     def create_user_schema(self, name: str, *, dbname: str | None = None) -> str:
         """Create login role ``name`` owning schema ``name``, its only search path, in ``dbname``.
@@ -394,6 +472,8 @@ class PostgresServer:
             "fsync": "off",
             "synchronous_commit": "off",
             "full_page_writes": "off",
+            # 14+'s default; 13 stores md5 hashes, which require_password's scram line refuses.
+            "password_encryption": "scram-sha-256",
             **self.settings,
         }
         server_options = " ".join(f"-c {name}={value}" for name, value in options.items())

@@ -15,6 +15,11 @@ show. It checks what the user sees against the store:
 * the killed task's row is listed as a stale claim, with the victim run as its
   ``claimedBy``, once the threshold is below its claim's age; with a one-hour
   threshold nothing is stale (the whole run is shorter);
+* the queue-over-time charts are drawn (the last hour's 60 and the last day's 96
+  bars, as inline SVG the browser lays out), and their figures are of the same
+  moment: the backlog between the store's ``pending`` + ``in_flight`` before and
+  after, the day's finished items between its finished rows (neither ``pending``
+  nor ``in_flight``) before and after (the run is shorter than a day);
 * a filter the spec layer refuses is shown as a message, with status 400.
 
 It saves a screenshot of the queue page in the run's working directory, or where
@@ -39,7 +44,7 @@ from typing import Any
 from airflow_atomic_store import AtomicStore
 from e2e import checks
 
-__all__ = ["PageFigures", "check_queue_page", "figures_between"]
+__all__ = ["PageFigures", "chart_between", "check_queue_page", "figures_between"]
 
 PROJECT = Path(__file__).resolve().parent.parent
 CONN_ID = "atomic_store_default"  # the deployment's store connection (an environment variable)
@@ -61,6 +66,11 @@ class PageFigures:
     stale_count: int
     stale: dict[str, str]  # key -> claimed by, from the stale-claims table
     stale_runs: dict[str, int]  # claimed by -> stale claims, from the stale-by-run table
+    #: The queue-over-time charts: the backlog now, the last day's finished items, and
+    #: the bars each chart (``activity-hour``, ``activity-day``) shows with a size.
+    backlog: int = 0
+    day_finished: int = 0
+    chart_bars: dict[str, int] | None = None
 
     @property
     def pending(self) -> int:
@@ -69,6 +79,32 @@ class PageFigures:
     @property
     def done(self) -> int:
         return self.statuses.get("done", 0)
+
+
+#: Bars each activity chart draws: a minute each for an hour, a quarter each for a day.
+CHART_BARS = {"activity-hour": 60, "activity-day": 96}
+
+
+def chart_between(page: PageFigures, before: Counter[str], after: Counter[str]) -> None:
+    """Raise unless the charts are drawn and show the moment the counts show."""
+    if page.chart_bars != CHART_BARS:
+        raise checks.CheckFailed(
+            f"the activity charts drew {page.chart_bars} bars, not {CHART_BARS}"
+        )
+    queued = [counts["pending"] + counts["in_flight"] for counts in (before, after)]
+    if not queued[1] <= page.backlog <= queued[0]:
+        raise checks.CheckFailed(
+            f"the chart's backlog is {page.backlog}; the store had {queued[0]} queued "
+            f"before and {queued[1]} after"
+        )
+    ended = [
+        sum(counts.values()) - count for counts, count in zip((before, after), queued, strict=True)
+    ]
+    if not ended[0] <= page.day_finished <= ended[1]:
+        raise checks.CheckFailed(
+            f"the chart shows {page.day_finished} finished in the last day; the store had "
+            f"{ended[0]} finished before and {ended[1]} after"
+        )
 
 
 def figures_between(page: PageFigures, before: Counter[str], after: Counter[str]) -> None:
@@ -198,6 +234,11 @@ class Page:
         ):
             cells = [cell.text.strip() for cell in row.find_elements(self._by.TAG_NAME, "td")]
             runs[row.get_attribute("data-claimed-by")] = int(cells[1])
+        bars = {}
+        for chart in CHART_BARS:
+            drawn = self.element(chart).find_elements(self._by.CSS_SELECTOR, "rect.finished")
+            # Laid out by the browser: a bar has a width on screen (an empty one no height).
+            bars[chart] = sum(1 for bar in drawn if bar.rect["width"] > 0)
         return PageFigures(
             rows=int(self.text("rows")),
             statuses=statuses,
@@ -205,6 +246,9 @@ class Page:
             stale_count=int(self.text("stale-count")),
             stale=stale,
             stale_runs=runs,
+            backlog=int(self.text("activity-hour-backlog")),
+            day_finished=int(self.text("activity-day-finished")),
+            chart_bars=bars,
         )
 
     def filter_rows(self, where: str) -> None:
@@ -257,6 +301,7 @@ def check_queue_page(
         shown = page.figures()
         after = checks.status_counts(checks.read_table(store, table))
         figures_between(shown, before, after)
+        chart_between(shown, before, after)
         if shown.stale.get(stale_key) != claimed_by or not shown.stale_runs.get(claimed_by):
             raise checks.CheckFailed(
                 f"with a {threshold} s threshold the page lists stale claims {shown.stale}, "
@@ -285,7 +330,8 @@ def check_queue_page(
             f"signed in, queue page showed {shown.pending} pending / {shown.in_flight} in flight "
             f"/ {shown.done} done (store {before['pending']}/{before['in_flight']}/"
             f"{before['done']} before, {after['pending']}/{after['in_flight']}/{after['done']} "
-            f"after); {stale_key} flagged stale at a {threshold} s threshold, nothing at 1 h; "
+            f"after); charts drawn, backlog {shown.backlog}, {shown.day_finished} finished "
+            f"today; {stale_key} flagged stale at a {threshold} s threshold, nothing at 1 h; "
             f"a bad filter refused; screenshot {_shown(screenshot)} ({seconds:.0f}s)"
         )
     }

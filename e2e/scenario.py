@@ -25,7 +25,10 @@ Everything overlaps on purpose, as in production:
 6. after the drain, recovery passes (threshold ``0``: every dispatcher run has
    finished, so whatever is still ``in_flight`` is stale) until nothing is
    ``in_flight``;
-7. every run must end; then ``verify`` checks the store and the task instances.
+7. every run must end; then ``verify`` checks the store and the task instances;
+8. after the event-driven phase, six runs of two DAGs share a 2-slot semaphore
+   (``e2e/semaphore_phase.py``): at most two hold it at once, the others wait
+   ``deferred`` in the triggerer.
 
 Timing varies from run to run; what is asserted does not. Every wait is on a
 condition, with a generous time-out; the overall limit is ``python -m e2e``'s.
@@ -44,7 +47,7 @@ from typing import Any
 import psutil
 
 from airflow_atomic_store import AtomicStore
-from e2e import browser, celery_hosts, checks, event_dispatch
+from e2e import browser, celery_hosts, checks, event_dispatch, semaphore_phase
 from e2e.api import TERMINAL_RUN_STATES, AirflowApi, wait_for
 from e2e.claim_retry import DAG_ID as CLAIM_RETRY
 from e2e.claim_retry import ClaimRetry
@@ -60,7 +63,7 @@ COUNTER = "cross_run_counter"
 LEASE = "leader_lease"
 DAG_IDS = (PRODUCER, DISPATCHER, STALE, COUNTER, LEASE, CLAIM_RETRY)  # the last: e2e/scenario_dags
 #: Every DAG the run needs parsed: the event-driven phase's too (e2e/event_dispatch.py).
-ALL_DAG_IDS = DAG_IDS + event_dispatch.DAG_IDS
+ALL_DAG_IDS = DAG_IDS + event_dispatch.DAG_IDS + semaphore_phase.DAG_IDS
 CLAIM_TASK = {DISPATCHER: "drain", STALE: "reclaim"}
 QUEUE_TABLE = "pending_ops"
 EFFECTS_TABLE = "pending_ops_effects"
@@ -71,7 +74,9 @@ ITEMS = 500  # the default; python -m e2e --items
 BATCH_SIZE = 20  # items per dispatcher claim
 DISPATCHER_BACKLOG = 6  # dispatcher runs kept queued or running (max_active_runs is 4)
 VICTIM_AFTER_DONE = 40  # trigger the slow batch to kill once this many items are done
-VICTIM_CONF = {"batch_size": 5, "work_seconds": 20.0}  # slow enough to be caught mid-batch
+# Slow enough to be caught mid-batch; no hand-back teardown, so the killed task's row
+# stays a stale claim for the UI page and the recovery passes to find.
+VICTIM_CONF = {"batch_size": 5, "work_seconds": 20.0, "hand_back": False}
 COUNTER_RUNS = 50
 LEASE_WAVES, LEASE_RUNS_PER_WAVE, LEASE_WAVE_EVERY = 3, 3, 60.0
 # The lease's default 60 s lifetime can run out between a starved run's acquire and its
@@ -79,6 +84,9 @@ LEASE_WAVES, LEASE_RUNS_PER_WAVE, LEASE_WAVE_EVERY = 3, 3, 60.0
 LEASE_CONF = {"ttl_seconds": 300}
 STALE_EVERY = 90.0  # seconds between recovery runs alongside the dispatchers
 STALE_ALONGSIDE_SECONDS = 300  # their threshold
+# By age alone: asked of Airflow, they would take the killed task's row as soon as its
+# run ended, before the UI page shows it stale; the final passes reclaim everything.
+STALE_ALONGSIDE_CONF = {"stale_after_seconds": STALE_ALONGSIDE_SECONDS, "reclaim_dead_runs": False}
 RECOVERY_PASSES = 5
 DRAIN_TIMEOUT = 1500.0  # in practice, python -m e2e's overall --time-limit ends it first
 POLL_SECONDS = 3.0  # each poll costs the API server a few requests: not too often
@@ -205,6 +213,7 @@ def run(
         summary.update(celery_hosts.verify(driver, DAG_IDS))  # which worker ran which task
         if events is not None:
             summary.update(events.run(store, options.idle_seconds))
+        summary.update(semaphore_phase.run(driver, store))
         return summary
 
 
@@ -249,7 +258,7 @@ def drain(driver: Driver, store: AtomicStore) -> None:
         retry_killed = progress.retry.kill_after_commit(driver, store)
         lease_wave(driver, now)
         if now - progress.last_stale >= STALE_EVERY and open_runs[STALE] == 0:
-            driver.trigger(STALE, "alongside", {"stale_after_seconds": STALE_ALONGSIDE_SECONDS})
+            driver.trigger(STALE, "alongside", STALE_ALONGSIDE_CONF)
             progress.last_stale = now
 
         everything_started = (

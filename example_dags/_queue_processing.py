@@ -3,12 +3,15 @@
 They all claim rows of a queue and then process every claimed row the same way
 ("process exactly as in the main drain"), so that processing lives here, once, as
 does the recovery DAG itself (``stale_claim_recovery``): each queue table gets one,
-built here for its table.
+built here for its table. The teardown that hands a failed task's rows back, and
+the question "is that claimer's run still running?", are in ``_hand_back.py``.
 The mapped tasks are handed only the claimed keys and read each row from the store,
 so a claimed batch is kept once in Airflow's metadata DB (the claim's XCom), however
 large its payloads.
-Airflow puts the DAGs folder on ``sys.path``, so the DAG files import it by name;
-``.airflowignore`` keeps the DAG processor from parsing it as a DAG file.
+The DAG files import it relatively when they are imported by the path provider info
+lists (``airflow_atomic_store.example_dags.queue_dispatcher``), and by name when Airflow
+parses them from a DAGs folder (which it puts on ``sys.path``); ``.airflowignore``
+keeps the DAG processor from parsing it as a DAG file.
 
 A claim is at-least-once: a run can die after it performed a row's side effect but
 before it marked the row done, and the stale-claim recovery then hands that row out
@@ -38,6 +41,11 @@ from airflow.sdk import DAG, Param, XComArg, dag, get_current_context, task
 from airflow_atomic_store import AtomicClaimOperator, AtomicStoreHook, timestamps
 from airflow_atomic_store.templating import execution_id
 
+try:  # imported as airflow_atomic_store.example_dags._queue_processing (see the DAG files)
+    from ._hand_back import HAND_BACK_PARAMS, IN_FLIGHT, hand_back, run_is_active
+except ImportError:  # imported by name from a DAGs folder
+    from _hand_back import HAND_BACK_PARAMS, IN_FLIGHT, hand_back, run_is_active
+
 QUEUE_PARAMS: dict[str, Any] = {
     "conn_id": Param("atomic_store_default", type="string", description="the store's connection"),
     "table": Param("pending_ops", type="string", description="the queue's table"),
@@ -55,6 +63,7 @@ QUEUE_PARAMS: dict[str, Any] = {
         description="an item whose side effect was started but never finished: send it "
         "again under its idempotency key (true), or flag it needs_review (false)",
     ),
+    **HAND_BACK_PARAMS,
 }
 """Parameters every queue-draining DAG takes; a run's conf can override each one."""
 
@@ -96,20 +105,44 @@ def stale_claim_recovery(
                 600, type="number", minimum=0, description="re-claim rows claimed longer ago"
             ),
             "batch_size": Param(100, type="integer", minimum=1, maximum=1000),
+            "reclaim_dead_runs": Param(
+                True,
+                type="boolean",
+                description="also re-claim rows whose claiming DAG run is no longer running "
+                "(asked of Airflow), however recent their claim",
+            ),
         },
     )
     def recovery() -> None:
         # [START reclaim]
+        @task
+        def abandoned_claimers(**context: Any) -> list[str]:
+            """Who claimed ``in_flight`` rows and is gone: run no longer running, or too old."""
+            params = context["params"]
+            cutoff = timestamps.shifted(timedelta(seconds=-params["stale_after_seconds"]))
+            with AtomicStoreHook(params["conn_id"]) as hook:
+                rows = hook.query(params["table"], where=IN_FLIGHT, limit=1000)
+            claims = {row["value"].get("claimedBy"): row["value"].get("claimedAt") for row in rows}
+            return sorted(
+                claimer
+                for claimer, claimed_at in claims.items()
+                if claimer is not None
+                and (
+                    (claimed_at or "") < cutoff
+                    or (params["reclaim_dead_runs"] and not run_is_active(context, claimer))
+                )
+            )
+
         reclaim = AtomicClaimOperator(
             task_id="reclaim",
             conn_id="{{ params.conn_id }}",
             table="{{ params.table }}",
             where=[
-                {"field": "status", "operator": "equals", "value": "in_flight"},
+                *IN_FLIGHT,
                 {
-                    "field": "claimedAt",
-                    "operator": "lt",
-                    "value": "{{ atomic.ago(seconds=params.stale_after_seconds) }}",
+                    "field": "claimedBy",
+                    "operator": "in",
+                    "value": "{{ ti.xcom_pull(task_ids='abandoned_claimers') }}",  # a list
                 },
             ],
             mutations=[  # the default claim mutation, plus a count of recoveries
@@ -120,6 +153,7 @@ def stale_claim_recovery(
             ],
             limit="{{ params.batch_size }}",
         )
+        abandoned_claimers() >> reclaim
         process_claimed_rows(reclaim)  # exactly as the dispatcher processes its rows
         # [END reclaim]
 
@@ -139,7 +173,12 @@ def process_claimed_rows(claim: AtomicClaimOperator) -> XComArg:
     """
     keys = claimed_keys.override(task_id=f"{claim.task_id}_keys")(claim.task_id)
     claim >> keys
-    return process.expand(key=keys)
+    processed = process.expand(key=keys)
+    # A teardown: it runs once the mapped tasks are done, whether they succeeded or failed.
+    processed >> hand_back.override(task_id=f"{claim.task_id}_hand_back")().as_teardown(
+        setups=claim
+    )
+    return processed
 
 
 @task
@@ -169,6 +208,8 @@ def process(key: str, **context: Any) -> dict[str, Any]:
         if holder != me:  # re-claimed (by recovery) since our claim: that run processes it
             print(f"{key}: claimed by {holder} now, not by this run; left to that run")
             return {"key": key, "status": "skipped", "claimedBy": holder, "finished": False}
+        if isinstance(row.get("payload"), dict) and row["payload"].get("crash"):  # simulated
+            raise RuntimeError(f"{key}: the processing task crashed (simulated)")
         return process_row(hook, key, row, params, me=me)
 
 

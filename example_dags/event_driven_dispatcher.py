@@ -33,17 +33,26 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from _queue_processing import (
-    QUEUE_PARAMS,
-    process_claimed_rows,
-    queue_params,
-    stale_claim_recovery,
-)
 from airflow.sdk import Asset, AssetWatcher, Param, dag, task
 
 from airflow_atomic_store import AtomicClaimOperator, AtomicStoreHook
 from airflow_atomic_store.templating import execution_id
 from airflow_atomic_store.triggers import ClaimableRowsTrigger
+
+try:  # imported as airflow_atomic_store.example_dags.<module>, as provider info lists it
+    from ._queue_processing import (
+        QUEUE_PARAMS,
+        process_claimed_rows,
+        queue_params,
+        stale_claim_recovery,
+    )
+except ImportError:  # parsed from a DAGs folder, which Airflow puts on sys.path
+    from _queue_processing import (
+        QUEUE_PARAMS,
+        process_claimed_rows,
+        queue_params,
+        stale_claim_recovery,
+    )
 
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 TABLE, EFFECTS_TABLE = "event_ops", "event_ops_effects"

@@ -12,6 +12,12 @@ it and until when:
   guarded on ``holder equals`` itself, and stops at once if that guard fails.
 * **release**: a teardown task (it runs even when the work fails) that expires the
   lease, guarded on ``holder`` so it never releases somebody else's lease.
+* **fencing token**: every acquisition (the first insert, a take-over of an expired
+  or released lease) sets or increments ``fence`` in the same statement and returns
+  it. The holder's writes to the row the lease protects (``protected_table``) are
+  guarded on that fence: a write carrying a fence lower than the last one written is
+  refused. A holder that stalled past its TTL (a long pause, a partition) and woke up
+  after another run took over cannot overwrite that run's work.
 
 The holder records when it worked in ``lease_log`` (one row per run, ``start`` and
 ``end`` as canonical timestamps), so overlapping holders would show.
@@ -38,6 +44,8 @@ from airflow_atomic_store import (
 from airflow_atomic_store.compat import AirflowFailException
 from airflow_atomic_store.templating import execution_id
 
+#: Every take-over increments the lease's fencing token in the statement that takes it.
+NEXT_FENCE = {"field": "fence", "operation": "increment", "value": 1}
 HOLDER_IS_THIS_RUN = [
     {"field": "holder", "operator": "equals", "value": "{{ atomic.execution_id }}"}
 ]
@@ -59,6 +67,9 @@ HOLDER_IS_THIS_RUN = [
         "step_seconds": Param(1.0, type="number", minimum=0),
         "log_table": Param("lease_log", type="string", description="who worked when"),
         "simulate_failure": Param(False, type="boolean", description="fail after the first step"),
+        "protected_table": Param(
+            "lease_protected", type="string", description="the rows only the holder may write"
+        ),
     },
 )
 def leader_lease() -> None:
@@ -74,7 +85,7 @@ def leader_lease() -> None:
         conn_id="{{ params.conn_id }}",
         table="{{ params.table }}",
         key="{{ params.lease }}",
-        insert_value=lease,  # no mutations: an existing lease is left alone
+        insert_value={**lease, "fence": 1},  # no mutations: an existing lease is left alone
     )
     take_over = AtomicUpdateOperator(
         task_id="take_over",
@@ -83,7 +94,8 @@ def leader_lease() -> None:
         key="{{ params.lease }}",
         where=[{"field": "expiresAt", "operator": "lte", "value": "{{ atomic.now }}"}],
         mutations=[
-            {"field": name, "operation": "set", "value": value} for name, value in lease.items()
+            *({"field": name, "operation": "set", "value": value} for name, value in lease.items()),
+            NEXT_FENCE,  # in the same statement: each holder gets a fence no one had before
         ],
     )
 
@@ -100,12 +112,17 @@ def leader_lease() -> None:
 
     # [START work_under_lease]
     @task
-    def work(**context: Any) -> int:
-        """Do the work in steps, renewing the lease before each; stop at once if it was lost."""
+    def work(acquired: dict[str, Any], taken_over: dict[str, Any], **context: Any) -> int:
+        """Do the work in steps, renewing the lease before each; stop at once if it was lost.
+
+        Each step writes the protected row under this holder's fence (``fenced_write``).
+        """
         params, me = context["params"], execution_id(context)
+        fence = (acquired if acquired["inserted"] else taken_over)["value"]["fence"]
         with AtomicStoreHook(params["conn_id"]) as hook:
             renew(hook, params, me)
-            hook.put(params["log_table"], me, {"lease": params["lease"], "start": timestamps.now()})
+            log = {"lease": params["lease"], "fence": fence, "start": timestamps.now()}
+            hook.put(params["log_table"], me, log)
             try:
                 for step in range(params["steps"]):
                     if step:
@@ -113,6 +130,7 @@ def leader_lease() -> None:
                     time.sleep(params["step_seconds"])  # one unit of work
                     if params["simulate_failure"]:
                         raise RuntimeError("the work failed (simulated)")
+                    fenced_write(hook, params, fence, {"step": step, "writer": me})
             finally:  # the log shows when this run worked, however the work ended
                 hook.atomic_update(
                     params["log_table"],
@@ -138,7 +156,7 @@ def leader_lease() -> None:
     # [END release_lease]
 
     acquire >> take_over
-    working = work()
+    working = work(acquire.output, take_over.output)
     holds_lease(acquire.output, take_over.output) >> [working, back_off(acquire.output)]
     working >> release
 
@@ -163,6 +181,37 @@ def renew(hook: AtomicStoreHook, params: dict[str, Any], me: str) -> None:
 
 
 # [END renew_lease]
+
+
+# [START fenced_write]
+def fenced_write(
+    hook: AtomicStoreHook, params: dict[str, Any], fence: int, data: dict[str, Any]
+) -> dict[str, Any]:
+    """Write ``data`` to the protected row, unless a holder with a newer fence has written.
+
+    The row keeps the highest fence that wrote it; a write guarded on ``fence lte``
+    ours is refused (``updated: false``) once a newer holder wrote, even if this
+    holder still believes it holds the lease. Then it stops.
+    """
+    table, key = params["protected_table"], params["lease"]
+    hook.atomic_upsert(table, key, insert_value={"fence": 0})  # seed-if-missing
+    written = hook.atomic_update(
+        table,
+        key,
+        where=[{"field": "fence", "operator": "lte", "value": fence}],
+        mutations=[
+            {"field": "fence", "operation": "set", "value": fence},
+            {"field": "data", "operation": "set", "value": data},
+        ],
+    )
+    if not written["updated"]:
+        raise AirflowFailException(
+            f"fence {fence} is stale: a newer holder of {key!r} has written; stopping"
+        )
+    return written
+
+
+# [END fenced_write]
 
 
 leader_lease_dag = leader_lease()

@@ -19,11 +19,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from _queue_processing import QUEUE_PARAMS, process_claimed_rows
 from airflow.sdk import Param, dag, task
 
 from airflow_atomic_store import AtomicClaimOperator, AtomicStoreHook
 from airflow_atomic_store.templating import execution_id
+
+try:  # imported as airflow_atomic_store.example_dags.<module>, as provider info lists it
+    from ._queue_processing import QUEUE_PARAMS, process_claimed_rows
+except ImportError:  # parsed from a DAGs folder, which Airflow puts on sys.path
+    from _queue_processing import QUEUE_PARAMS, process_claimed_rows
 
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 

@@ -20,8 +20,12 @@ next to the event-driven dispatcher.
 
 from __future__ import annotations
 
-from _queue_processing import stale_claim_recovery
 from airflow.sdk import DAG  # also what makes the DAG processor parse this file (safe mode)
+
+try:  # imported as airflow_atomic_store.example_dags.<module>, as provider info lists it
+    from ._queue_processing import stale_claim_recovery
+except ImportError:  # parsed from a DAGs folder, which Airflow puts on sys.path
+    from _queue_processing import stale_claim_recovery
 
 # [START recovery_dag]
 stale_claim_recovery_dag: DAG = stale_claim_recovery(

@@ -156,9 +156,10 @@ def rate_limit_per_key(demo: Demo) -> None:
     demo.line(f"3 callers, one after another, interval {interval} s:")
     for n, call in enumerate(calls, start=1):
         demo.line(
-            f"  caller {n}: called at +{call['calledAt'] - first:.2f} s "
-            f"(waited {call['waitedSeconds']:.2f} s for its slot)"
+            f"  caller {n}: slot at +{call['slot'] - first:.2f} s, "
+            f"called at +{call['calledAt'] - first:.2f} s"
         )
+    demo.line("a caller whose slot was ahead waited deferred (DateTimeTrigger), not in a worker")
     gaps = [later["calledAt"] - earlier["calledAt"] for earlier, later in pairwise(calls)]
     demo.line(
         f"calls spaced {', '.join(f'{gap:.3f}' for gap in gaps)} s apart (interval {interval} s)"
@@ -175,7 +176,7 @@ def leader_lease(demo: Demo) -> None:
     free = demo.run("leader_lease", **quick)
     demo.line(f"run A: lease free: acquired, worked {free.xcom('work')} steps, released")
     holder = {"holder": "other_dag/live-run", "acquiredAt": shifted(timedelta(0))}
-    live = {**holder, "expiresAt": shifted(timedelta(minutes=5)), "releasedAt": None}
+    live = {**holder, "expiresAt": shifted(timedelta(minutes=5)), "releasedAt": None, "fence": 2}
     demo.store.put("leases", "dispatcher", live)
     blocked = demo.run("leader_lease", **quick)
     demo.line(f"run B: {blocked.xcom('back_off')}")
@@ -183,6 +184,8 @@ def leader_lease(demo: Demo) -> None:
     took = demo.run("leader_lease", **quick)
     assert took.xcom("take_over")["updated"]
     demo.line("run C: the other holder's lease had expired: took it over, worked, released")
+    fences = [free.xcom("acquire")["value"]["fence"], took.xcom("take_over")["value"]["fence"]]
+    demo.line(f"fencing tokens: run A got {fences[0]}, the other holder 2, run C {fences[1]}")
     lease = demo.store.get("leases", "dispatcher") or {}
     released = "released" if lease.get("releasedAt") else "NOT released"
     demo.line(f"store: leases/dispatcher held last by {short(lease['holder'])}, {released}")
@@ -218,6 +221,17 @@ def queue(demo: Demo) -> None:
     demo.line(f"store: pending_ops: {counts}; op-poison error: {error!r}")
     effects = len(demo.store.query("pending_ops_effects", limit=1000))
     demo.line(f"       pending_ops_effects: {effects} side effects, one per item")
+    demo.store.put("pending_ops", "op-crash", {"status": "pending", "payload": {"crash": True}})
+    crashed = demo.run("queue_dispatcher", expect="failed", max_attempts=2)
+    back = crashed.xcom("drain_hand_back")
+    row = demo.store.get("pending_ops", "op-crash") or {}
+    demo.line(
+        f"a processing task crashed on op-crash: handed back {back['pending']} at once, "
+        f"{row['status']} (attempt {row['attempts']} of 2)"
+    )
+    demo.run("queue_dispatcher", expect="failed", max_attempts=2)
+    row = demo.store.get("pending_ops", "op-crash") or {}
+    demo.line(f"it crashed again: op-crash is {row['status']} (the dead-letter list)")
 
 
 def stale_claim_recovery(demo: Demo) -> None:
@@ -229,14 +243,34 @@ def stale_claim_recovery(demo: Demo) -> None:
         execution_id="queue_dispatcher/crashed-run",
     )
     demo.line(f"a dispatcher run claimed {crashed['count']} items and died (simulated)")
-    fresh = demo.run("stale_claim_recovery")
-    demo.line(f"recovery (threshold 600 s): reclaimed {fresh.xcom('reclaim')['count']}")
-    stale = demo.run("stale_claim_recovery", stale_after_seconds=0)
+    fresh = demo.run("stale_claim_recovery", reclaim_dead_runs=False)
+    demo.line(f"recovery by age (threshold 600 s): reclaimed {fresh.xcom('reclaim')['count']}")
+    stale = demo.run("stale_claim_recovery")
     keys = ", ".join(row["key"] for row in stale.xcom("reclaim")["claimed"])
-    demo.line(f"recovery (threshold 0 s): reclaimed {keys}; each processed once, done")
+    demo.line(
+        f"recovery asking Airflow (that run is not running): reclaimed {keys}; "
+        "each processed once, done"
+    )
     late = [demo.store.get("pending_ops", f"late-000{n}") or {} for n in range(3)]
     statuses = ", ".join(f"{row['status']} (recovered {row['recoveries']}x)" for row in late)
     demo.line(f"store: late-0000..0002: {statuses}")
+
+
+def semaphore(demo: Demo) -> None:
+    demo.title(8, "Semaphore", "semaphore_load, semaphore_report")
+    quick = {"work_seconds": 0.1}
+    load = demo.run("semaphore_load", **quick)
+    report = demo.run("semaphore_report", **quick)
+    failed = demo.run("semaphore_load", expect="failed", simulate_failure=True, **quick)
+    for name, run in (("load", load), ("report", report), ("failing load", failed)):
+        [slot] = run.xcom("acquire")["claimed"]
+        demo.line(
+            f"{name}: took {slot['key']} (fence {slot['value']['fence']}), work "
+            f"{run.state_of('work')}, released: {run.xcom('release')}"
+        )
+    slots = {row["key"]: row["value"]["status"] for row in demo.store.query("warehouse_slots")}
+    demo.line(f"store: warehouse_slots {slots}")
+    demo.line("(runs at once wait deferred for a slot: tests/example_dags/test_semaphore.py)")
 
 
 def cross_run_counter(demo: Demo) -> None:
@@ -244,6 +278,33 @@ def cross_run_counter(demo: Demo) -> None:
     counts = [demo.run("cross_run_counter").xcom("report") for _ in range(3)]
     demo.line(f"3 runs saw the count become {counts}")
     demo.line(f"store: counters/runs = {demo.store.get('counters', 'runs')['count']}")
+
+
+def batch_dispatcher(demo: Demo) -> None:
+    demo.title(9, "Batch dispatcher", "queue_producer, batch_dispatcher")
+    demo.run("queue_producer", count=40, key_prefix="batch")
+    run = demo.run("batch_dispatcher", batch_size=100)
+    result = run.xcom("send_each")
+    demo.line(
+        f"one task claimed {result['claimed']} items and sent each: {result['done']} done, "
+        f"{result['failed']} failed (one task instance, not {2 * result['claimed']})"
+    )
+
+
+def queue_housekeeping(demo: Demo) -> None:
+    demo.title(10, "Queue housekeeping", "queue_housekeeping")
+    before = len(demo.store.query("pending_ops", limit=10_000))
+    run = demo.run("queue_housekeeping", retention_days=0, archive_table="pending_ops_archive")
+    retired = run.xcom("retire_history")["done"]
+    rows = [row["value"] for row in demo.store.query("pending_ops", limit=10_000)]
+    left = ", ".join(
+        f"{sum(v['status'] == s for v in rows)} {s}" for s in sorted({v["status"] for v in rows})
+    )
+    archived = len(demo.store.query("pending_ops_archive", limit=10_000))
+    demo.line(
+        f"retired {retired['retired']} done rows of {before} (retention 0 days here, 7 by "
+        f"default), {archived} copied to pending_ops_archive; kept: {left}"
+    )
 
 
 RECIPES: list[Callable[[Demo], None]] = [
@@ -254,13 +315,16 @@ RECIPES: list[Callable[[Demo], None]] = [
     queue,
     stale_claim_recovery,
     cross_run_counter,
+    semaphore,
+    batch_dispatcher,
+    queue_housekeeping,
 ]
 
 
 def main() -> int:
     started = time.monotonic()
     prepare()
-    print(f"airflow-atomic-store demo: the seven recipes on sqlite:///{STORE.relative_to(PROJECT)}")
+    print(f"airflow-atomic-store demo: the ten recipes on sqlite:///{STORE.relative_to(PROJECT)}")
     print("(setting up a throwaway Airflow home in .demo/airflow …)", flush=True)
     with airflow_output_to_log() as out:
         from airflow.utils import db

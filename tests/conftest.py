@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from airflow_atomic_store import AtomicStore
-from devkit.postgres_server import PostgresServer, PostgresServerError
+from devkit.postgres_server import PG_BIN_ENV, PostgresServer, PostgresServerError
 from tests.support.unreachable import unreachable_store_url
 
 # Sets AIRFLOW_HOME & co. before anything imports Airflow; fixtures for DAG runs.
@@ -46,8 +46,12 @@ _schema_numbers = itertools.count(1)
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
+    # Its binaries: $ATOMIC_STORE_PG_BIN's (another PostgreSQL line, make pg-matrix), else the
+    # machine's; devkit honours the variable for every server a test starts.
     try:
-        server = PostgresServer(dbname="atomic_store").start()
+        server = PostgresServer(
+            dbname="atomic_store", bin_dir=os.environ.get(PG_BIN_ENV) or None
+        ).start()
     except PostgresServerError as exc:
         where = "under CI" if os.environ.get("CI") else "locally"
         pytest.fail(

@@ -66,8 +66,19 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
         else:
             shutil.copy2(path, source / name)
     out = tmp_path_factory.mktemp("dist")
-    _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)])
+    built = _run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)]
+    )
+    out.with_suffix(".log").write_text(built.stdout + built.stderr)
     return out
+
+
+def test_the_build_warns_about_no_package_missing_from_the_list(dist: Path) -> None:
+    """setuptools warned that ``airflow_atomic_store.ui.templates`` was absent from
+    ``packages`` (a data folder it takes for a namespace package)."""
+    log = dist.with_suffix(".log").read_text()
+    assert "is absent from the `packages` configuration" not in log
+    assert "ui.templates" not in log
 
 
 @pytest.fixture(scope="module")
@@ -179,22 +190,29 @@ def test_the_metadata_declares_a_provider_with_its_urls(metadata: Message) -> No
     assert all(url.startswith("https://") for url in urls.values())
 
 
-def test_a_plain_install_pulls_no_test_lint_or_docs_tool(metadata: Message) -> None:
+def test_the_developer_tools_are_dependency_groups_never_in_the_wheel_metadata(
+    metadata: Message,
+) -> None:
+    """``Provides-Extra: test`` told every user about the project's test tools; PEP 735
+    groups stay in pyproject.toml, which the wheel does not carry."""
+    import tomllib
+
+    assert metadata.get_all("Provides-Extra", []) == []
     requires = metadata.get_all("Requires-Dist", [])
+    names = {re.split(r"[\s\[<>=!~;(]", entry, maxsplit=1)[0].lower() for entry in requires}
+    assert {"apache-airflow", "apache-airflow-providers-common-compat", "psycopg"} <= names
+    groups = tomllib.loads((ROOT / "pyproject.toml").read_text())["dependency-groups"]
+    assert set(groups) == {"test", "lint", "docs", "e2e", "bench"}
+    for group, members in groups.items():
+        tools = {re.split(r"[\s\[<>=!~;(]", m, maxsplit=1)[0].lower() for m in members}
+        assert not tools & names, f"a plain install pulls part of the {group} group"
+    assert {"ruff>=0.17", "mypy>=1.10", "pre-commit>=3.5"} <= set(groups["lint"])
 
-    def names(extra: str | None) -> set[str]:
-        return {
-            re.split(r"[\s\[<>=!~;(]", entry, maxsplit=1)[0].lower()
-            for entry in requires
-            if (f'extra == "{extra}"' in entry if extra else "extra ==" not in entry)
-        }
 
-    plain = names(None)
-    assert {"apache-airflow", "psycopg"} <= plain
-    for extra in ("test", "lint", "docs", "e2e", "bench"):
-        assert names(extra), f"no {extra} extra"
-        assert not names(extra) & plain, f"a plain install pulls part of the {extra} extra"
-    assert {"ruff", "mypy", "pre-commit"} <= names("lint")
+def test_the_urls_point_at_the_release_not_the_moving_main_branch(metadata: Message) -> None:
+    urls = dict(entry.split(", ", 1) for entry in metadata.get_all("Project-URL", []))
+    for name in ("Documentation", "Changelog"):
+        assert f"/v{VERSION}/" in urls[name] and "/main/" not in urls[name], urls[name]
 
 
 def test_the_postgres_provider_floor_is_the_one_the_hook_needs(metadata: Message) -> None:
@@ -268,3 +286,14 @@ def test_airflow_providers_get_full_shows_the_documentation_url() -> None:
     )
     assert info["documentation-url"] == urls["Documentation"]
     assert info["documentation-url"].startswith("https://")
+
+
+def test_the_integration_links_the_released_docs_and_how_to_guides() -> None:
+    from airflow_atomic_store.get_provider_info import get_provider_info
+
+    (integration,) = get_provider_info()["integrations"]
+    links = [integration["external-doc-url"], *integration["how-to-guide"]]
+    prefix = f"https://github.com/airflow-atomic-store/airflow-atomic-store/blob/v{VERSION}/docs/"
+    for link in links:
+        assert link.startswith(prefix), link
+        assert (ROOT / "docs" / link.removeprefix(prefix)).is_file(), link

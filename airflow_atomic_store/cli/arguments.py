@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from airflow_atomic_store.spec import json_text
+
 #: The store URL is read from here when ``--url`` is not given: a password in an
 #: environment variable stays out of the process list and the shell history.
 URL_VARIABLE = "ATOMIC_STORE_URL"
@@ -55,7 +57,7 @@ def duration(text: str) -> timedelta:
 
 def json_argument(text: str) -> Any:
     try:
-        return json.loads(text)
+        return json_text.loads(text)
     except json.JSONDecodeError as exc:
         raise argparse.ArgumentTypeError(f"not valid JSON ({exc.msg} at {exc.pos})") from None
 

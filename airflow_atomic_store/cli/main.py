@@ -119,12 +119,12 @@ def open_store(args: argparse.Namespace) -> AtomicStore:
     # command's output (``--json`` is parsed by scripts), so Airflow's lines go to stderr.
     with contextlib.redirect_stdout(sys.stderr):
         try:
-            from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
+            from airflow_atomic_store.cli import airflow_connection
         except ImportError as exc:
             raise UsageError(
                 f"--conn-id needs Airflow ({exc}); without Airflow give --url or ${URL_VARIABLE}"
             ) from None
-        return AtomicStoreHook(args.conn_id or DEFAULT_CONN_ID).open_read_only()
+        return airflow_connection.open_read_only(args.conn_id or DEFAULT_CONN_ID)
 
 
 def _fail(prog: str, message: str, code: int) -> int:

@@ -20,13 +20,17 @@ import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk.bases.decorator import DecoratedOperator, determine_kwargs, task_decorator_factory
+from airflow.providers.common.compat.sdk import (
+    DecoratedOperator,
+    determine_kwargs,
+    task_decorator_factory,
+)
 
 from airflow_atomic_store.operators.batch import AtomicBatchOperator
 
 if TYPE_CHECKING:
+    from airflow.providers.common.compat.sdk import TaskDecorator
     from airflow.sdk import Context
-    from airflow.sdk.bases.decorator import TaskDecorator
 
 
 class _AtomicBatchDecoratedOperator(DecoratedOperator, AtomicBatchOperator):

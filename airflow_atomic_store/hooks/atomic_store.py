@@ -9,7 +9,12 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow_atomic_store.compat import AirflowNotFoundException, BaseHook
+from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHook
+
+from airflow_atomic_store import (
+    compat,  # noqa: F401  (refuses an Airflow below the floor)
+    connection_form,
+)
 from airflow_atomic_store.exceptions import ConnectionConfigError
 from airflow_atomic_store.store import AtomicStore
 from airflow_atomic_store.store.delegation import delegated
@@ -118,6 +123,16 @@ class AtomicStoreHook(BaseHook):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """The SQLite form's standard fields, for Airflow 3.0/3.1 (3.2+ reads provider info)."""
+        return connection_form.BEHAVIOUR
+
+    @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        """The SQLite form's store options, for Airflow 3.0/3.1 (3.2+ reads provider info)."""
+        return connection_form.widgets()
+
     def test_connection(self) -> tuple[bool, str]:
         """Check that the store answers (used by the UI's connection test)."""
         try:
@@ -155,7 +170,7 @@ class AtomicStoreHook(BaseHook):
 
 #: Extras handed to the store as the options of the same name, which it validates:
 #: seconds; writes | all | off; a plain identifier.
-_STORE_OPTION_EXTRAS = ("receipt_retention", "notify", "storage_table")
+_STORE_OPTION_EXTRAS = ("receipt_retention", "notify", "storage_table", "busy_timeout")
 #: Connection extras that configure the store itself (never passed to the database driver).
 STORE_EXTRAS = ("auto_claim_sets", *_STORE_OPTION_EXTRAS)
 
@@ -178,7 +193,8 @@ def _open_store(conn_id: str, conn: Connection, *, read_only: bool = False) -> A
 
 
 def _store_options(conn_id: str, conn: Connection) -> dict[str, Any]:
-    extras = conn.extra_dejson
+    # A form field left empty is saved as null or "": the store's default, as if absent.
+    extras = {k: v for k, v in conn.extra_dejson.items() if v is not None and v != ""}
     options: dict[str, Any] = {}
     if "auto_claim_sets" in extras:
         value = extras["auto_claim_sets"]
@@ -214,9 +230,12 @@ def _without_store_extras(conn: Connection) -> Connection:
     return stripped
 
 
-def store_from_connection(conn_id: str, conn: Connection) -> AtomicStore:
-    """The store behind an already fetched connection (a trigger fetches it asynchronously)."""
-    return _open_store(conn_id, conn)
+def store_from_connection(
+    conn_id: str, conn: Connection, *, read_only: bool = False
+) -> AtomicStore:
+    """The store behind an already fetched connection (a trigger fetches it asynchronously;
+    the command line through Airflow's core model, read-only)."""
+    return _open_store(conn_id, conn, read_only=read_only)
 
 
 def postgres_connect_args(conn_id: str, conn: Connection) -> dict[str, Any] | None:

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from airflow_atomic_store.inspection.inspector import StoreInspector
 from airflow_atomic_store.inspection.results import (
+    ActivityPoint,
     InFlightRow,
     InspectedRow,
     LeaseState,
+    QueueActivity,
     RowPage,
     Shape,
     TableStats,
@@ -28,9 +30,11 @@ from airflow_atomic_store.inspection.results import (
 )
 
 __all__ = [
+    "ActivityPoint",
     "InFlightRow",
     "InspectedRow",
     "LeaseState",
+    "QueueActivity",
     "RowPage",
     "Shape",
     "StoreInspector",

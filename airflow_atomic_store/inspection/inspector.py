@@ -13,8 +13,10 @@ from typing import Any
 
 from airflow_atomic_store.exceptions import SpecError
 from airflow_atomic_store.inspection.results import (
+    ActivityPoint,
     InFlightRow,
     InspectedRow,
+    QueueActivity,
     RowPage,
     TableStats,
     TableSummary,
@@ -36,6 +38,9 @@ from airflow_atomic_store.timestamps import format_timestamp, parse_timestamp, u
 PENDING, IN_FLIGHT = "pending", "in_flight"
 #: The longest stale or age threshold: now minus it is still a date.
 MAX_THRESHOLD = timedelta(days=36_500)
+#: ``activity``'s default window, and its longest (in minutes: one point each).
+ACTIVITY_WINDOW = timedelta(days=1)
+MAX_ACTIVITY_MINUTES = 7 * 24 * 60
 _PENDING = parse_where([{"field": "status", "operator": "equals", "value": PENDING}])
 _IN_FLIGHT = parse_where([{"field": "status", "operator": "equals", "value": IN_FLIGHT}])
 #: The fixed ``status`` condition (position 0) is written as a literal, so a
@@ -108,6 +113,35 @@ class StoreInspector:
             stale_after=threshold,
             stale_count=stale_count,
         )
+
+    def activity(self, table: str, *, window: timedelta = ACTIVITY_WINDOW) -> QueueActivity:
+        """Per minute of the last ``window``: items finished, and the backlog at its end.
+
+        Read from the rows' timestamps, so nothing has to be recorded as it happens: a
+        row with a string ``status`` arrived at its ``created_at``; one whose status is
+        neither ``pending`` nor ``in_flight`` finished at its last write
+        (``record_timestamp``). The backlog (``pending`` + ``in_flight``) is today's
+        count, walked back minute by minute. Rows already deleted (claim-and-delete,
+        a purge) left no timestamps: earlier backlogs leave them out.
+        """
+        table = parse_table(table)
+        minutes = int(_positive(window, "window").total_seconds() // 60)
+        if not 1 <= minutes <= MAX_ACTIVITY_MINUTES:
+            raise SpecError("window", f"must be 1 minute to 7 days, got {window!r}")
+        now = self._clock()
+        end = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+        since = end - timedelta(minutes=minutes)
+        with self._store.snapshot() as snapshot:
+            grouped = dict(snapshot.status_counts(table))
+            seen = snapshot.activity(table, format_timestamp(since), (PENDING, IN_FLIGHT))
+        backlog = grouped.get(PENDING, 0) + grouped.get(IN_FLIGHT, 0)
+        points: list[ActivityPoint] = []
+        for minute in reversed(range(minutes)):
+            start = since + timedelta(minutes=minute)
+            finished = seen.finished.get(minute, 0)
+            points.append(ActivityPoint(start, finished, max(backlog, 0)))
+            backlog += finished - seen.created.get(minute, 0)
+        return QueueActivity(table, timedelta(minutes=1), tuple(reversed(points)))
 
     def stale(
         self, table: str, *, older_than: timedelta, limit: int = 100

@@ -133,3 +133,44 @@ class RowPage:
             "offset": self.offset,
             "has_more": self.has_more,
         }
+
+
+@dataclass(frozen=True)
+class ActivityPoint:
+    """One stretch of time: items finished in it, and the backlog at its end."""
+
+    start: datetime
+    finished: int
+    backlog: int
+
+
+@dataclass(frozen=True)
+class QueueActivity:
+    """A queue over time, read from its rows' timestamps (see ``StoreInspector.activity``)."""
+
+    table: str
+    bucket: timedelta
+    points: tuple[ActivityPoint, ...]
+
+    def last(self, window: timedelta, bucket: timedelta) -> QueueActivity:
+        """The last ``window`` of these points, summed into ``bucket``-long ones."""
+        size = round(bucket / self.bucket)
+        count = round(window / self.bucket)
+        if size < 1 or count % size or count > len(self.points):
+            raise ValueError(f"cannot make {bucket} buckets of the last {window}")
+        kept = self.points[len(self.points) - count :]
+        groups = [kept[i : i + size] for i in range(0, count, size)]
+        points = tuple(
+            ActivityPoint(g[0].start, sum(p.finished for p in g), g[-1].backlog) for g in groups
+        )
+        return QueueActivity(self.table, bucket, points)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "bucket_seconds": self.bucket.total_seconds(),
+            "points": [
+                {"start": stamp(p.start), "finished": p.finished, "backlog": p.backlog}
+                for p in self.points
+            ],
+        }

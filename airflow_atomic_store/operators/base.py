@@ -9,14 +9,15 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import jinja2
-from airflow.sdk import BaseOperator
+from airflow.providers.common.compat.sdk import AirflowFailException, BaseOperator, SkipMixin
 
-from airflow_atomic_store.compat import AirflowFailException, SkipMixin
 from airflow_atomic_store.exceptions import (
     AccessDeniedError,
     IdempotencyKeyError,
     MutationError,
+    ResultTooLargeError,
     SpecError,
+    StoreLocationError,
 )
 from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
 from airflow_atomic_store.metrics import PrimitiveMetrics
@@ -41,6 +42,8 @@ _FINAL_ERRORS: dict[type[Exception], str] = {
     MutationError: "mutation cannot apply",
     IdempotencyKeyError: "idempotency key reused",
     AccessDeniedError: "access denied",
+    StoreLocationError: "no store can open there",
+    ResultTooLargeError: "result too large for its receipt",
 }
 
 

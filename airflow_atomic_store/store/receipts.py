@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from airflow_atomic_store.exceptions import IdempotencyKeyError, SpecError
+from airflow_atomic_store.exceptions import IdempotencyKeyError, ResultTooLargeError, SpecError
 from airflow_atomic_store.spec import check_text
 
 Primitive = Literal["update", "claim", "upsert"]
@@ -27,6 +27,10 @@ MAX_RETENTION_SECONDS = 100 * 365 * 24 * 3600.0
 PURGE_BATCH = 500
 PURGE_EVERY = 100
 MAX_KEY_BYTES = 1024
+#: The largest result a receipt records: PostgreSQL's limit on one ``jsonb`` value
+#: (measured there as the ``jsonb``'s size, on SQLite as the UTF-8 JSON text's).
+#: Read at each call, so a test can lower it.
+MAX_RESULT_BYTES = 268_435_455
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,15 @@ class Receipt:
     table: str
     target: str  # the row key; claims have none
     retention: float
+
+    @property
+    def max_result_bytes(self) -> int:
+        return MAX_RESULT_BYTES
+
+    def check_result_size(self, size: int) -> None:
+        """Refuse, before anything commits, a result too large to record."""
+        if size > MAX_RESULT_BYTES:
+            raise ResultTooLargeError(MAX_RESULT_BYTES, size)
 
     def check_reuse(self, primitive: str, table: str, target: str) -> None:
         """Raise unless a recorded use is this one: a key serves one primitive on one row."""

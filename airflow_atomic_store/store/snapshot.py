@@ -32,6 +32,14 @@ class StoredRow:
 
 
 @dataclass(frozen=True)
+class Activity:
+    """Counts per minute after a moment (minute 0 starts at it): a queue's arrivals and ends."""
+
+    created: dict[int, int]
+    finished: dict[int, int]
+
+
+@dataclass(frozen=True)
 class Claim:
     """An in-flight row's claim fields: each a string in the row, else None."""
 
@@ -83,6 +91,12 @@ class Snapshot(Protocol):
         """Matching rows in queue order (``created_at``, then key)."""
         ...
 
+    def activity(self, table: str, since: str, unfinished: Sequence[str]) -> Activity:
+        """Rows with a string ``status`` per whole minute after ``since`` (canonical UTC):
+        created then (``created_at``), and last written then with a status not in
+        ``unfinished`` (``record_timestamp``)."""
+        ...
+
 
 @dataclass(frozen=True)
 class SnapshotDialect:
@@ -101,6 +115,9 @@ class SnapshotDialect:
         row is in (the name on SQLite, the table's id on PostgreSQL).
     :param table_counts: rows per logical table name; ``{table}`` is the rows table,
         ``{tables}`` the catalog of logical tables (where the backend has one).
+    :param time_param: a placeholder for a canonical timestamp, compared with the
+        timestamp columns.
+    :param minutes_since: whole minutes from ``{mark}`` (a ``time_param``) to ``{column}``.
     """
 
     placeholder: str
@@ -113,6 +130,8 @@ class SnapshotDialect:
     parse_value: Callable[[Any], dict[str, Any]]
     table_column: str
     table_counts: str
+    time_param: str
+    minutes_since: str
 
 
 @lru_cache(maxsize=4)
@@ -125,6 +144,15 @@ def _statements(dialect: SnapshotDialect) -> dict[str, str]:
 
     status, claimed_at, claimed_by = map(string_at, ("status", "claimedAt", "claimedBy"))
     mark = dialect.placeholder
+
+    def per_minute(column: str, condition: str) -> str:
+        minute = dialect.minutes_since.format(column=f"r.{column}", mark=dialect.time_param)
+        return (
+            f"SELECT {minute}, count(*) FROM {{table}} AS r "
+            f"WHERE r.{dialect.table_column} = {mark} AND {condition} "
+            f"AND r.{column} >= {dialect.time_param} GROUP BY 1"
+        )
+
     return {
         "tables": dialect.table_counts,
         "statuses": (
@@ -139,6 +167,9 @@ def _statements(dialect: SnapshotDialect) -> dict[str, str]:
             f"ORDER BY {claimed_at} IS NULL, {claimed_at}, r.key{dialect.byte_order} "
             f"LIMIT {mark}"
         ),
+        # ``{unfinished}``: the statuses of items still queued, as the driver's literals.
+        "created": per_minute("created_at", f"{status} IS NOT NULL"),
+        "finished": per_minute("record_timestamp", f"{status} NOT IN ({{unfinished}})"),
         "rows": (
             "SELECT r.key, r.value, r.created_at, r.record_timestamp FROM {table} AS r "
             "WHERE {table_filter} AND {where} "
@@ -228,6 +259,16 @@ class SqlSnapshot:
     ) -> list[Claim]:
         rows = self._run("claims", table, where, match, inline, (limit,))
         return [Claim(key, at, by) for key, at, by in rows]
+
+    def activity(self, table: str, since: str, unfinished: Sequence[str]) -> Activity:
+        ref = self._table_ref(table)
+        statuses = ", ".join(self._dialect.literal(status) for status in unfinished)
+        counts = []
+        for kind in ("created", "finished"):
+            statement = self._statements[kind].format(table=self._table, unfinished=statuses)
+            rows = self._execute(statement, (since, ref, since))
+            counts.append({int(minute): int(count) for minute, count in rows})
+        return Activity(*counts)
 
     def rows(
         self, table: str, where: Sequence[Condition], match: str, limit: int, offset: int

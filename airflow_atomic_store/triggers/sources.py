@@ -32,7 +32,8 @@ import logging
 import time
 from typing import Any, Protocol
 
-from airflow_atomic_store.compat import aget_connection
+from airflow.providers.common.compat.connection import get_async_connection
+
 from airflow_atomic_store.exceptions import ConnectionConfigError, StoreUnavailableError
 from airflow_atomic_store.hooks.atomic_store import (
     missing_connection_message,
@@ -72,7 +73,7 @@ class RowSource(Protocol):
 async def open_source(conn_id: str, watch: Watched) -> RowSource:
     """The source for ``conn_id``'s backend; the connection is looked up asynchronously."""
     try:
-        conn = await aget_connection(conn_id)
+        conn = await get_async_connection(conn_id)
     except Exception as exc:  # AirflowNotFoundException, whichever line it comes from
         if type(exc).__name__ != "AirflowNotFoundException":
             raise

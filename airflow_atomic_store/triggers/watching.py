@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from airflow_atomic_store import timestamps
 from airflow_atomic_store.exceptions import SpecError, StoreUnavailableError
+from airflow_atomic_store.spec import json_text
 from airflow_atomic_store.spec.options import ORDER_COLUMNS, parse_ordering
 from airflow_atomic_store.spec.watch import parse_seconds, parse_watch
 from airflow_atomic_store.triggers.sources import RowSource, open_source
@@ -61,7 +62,7 @@ class WatchArguments:
         conditions: Any = where
         if isinstance(where, str):  # as serialize() wrote it
             try:
-                conditions = json.loads(where)
+                conditions = json_text.loads(where, "where")
             except ValueError as exc:
                 raise SpecError("where", f"is not JSON text: {exc}") from None
         watch = parse_watch(table, conditions, match, min_rows)

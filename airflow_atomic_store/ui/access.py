@@ -55,18 +55,38 @@ def page_user(request: Request, user: Annotated[Any, Depends(api_user)]) -> Any:
 def may_read_connection(user: Any, conn_id: str) -> bool:
     """Whether ``user`` may read the connection ``conn_id`` under every name it resolves by.
 
-    Airflow finds an ``AIRFLOW_CONN_*`` variable by the upper-cased id, so
-    ``SECRET_STORE`` and ``secret_store`` open the same connection: each spelling
-    the lookup folds together must be allowed, or a policy on one is bypassed
-    with the other.
+    Airflow finds an ``AIRFLOW_CONN_*`` variable by ``conn_id.upper()``, and Unicode
+    upper-casing is not ASCII's: ``"\u017fecret".upper()`` is ``"SECRET"``. So a
+    request is checked under every id the lookup can land on (:func:`resolved_ids`),
+    or a policy on ``secret_store`` is passed with ``\u017fecret_\u017ftore``.
     """
     auth_manager = get_auth_manager()
     return all(
         auth_manager.is_authorized_connection(
             method="GET", details=ConnectionDetails(conn_id=name), user=user
         )
-        for name in dict.fromkeys((conn_id, conn_id.lower(), conn_id.upper()))
+        for name in resolved_ids(conn_id)
     )
+
+
+def resolved_ids(conn_id: str) -> tuple[str, ...]:
+    """``conn_id`` and each id a case-folding lookup may resolve it to, as policies name them.
+
+    The environment lookup's own key (``upper()``) and that key in the lower case
+    policies and the page list use; ``lower()`` and ``casefold()`` for secrets
+    backends that fold the other way.
+    """
+    upper = conn_id.upper()
+    spellings = (conn_id, upper, upper.lower(), conn_id.lower(), conn_id.casefold())
+    return tuple(dict.fromkeys(spellings))
+
+
+def login_url(back_to: str) -> str:
+    """The auth manager's sign-in page, returning to ``back_to`` (this page) afterwards."""
+    try:
+        return get_auth_manager().get_url_login(next_url=back_to)
+    except Exception:  # an auth manager without a sign-in page of its own: Airflow's home
+        return "/"
 
 
 PageUser = Annotated[Any, Depends(page_user)]

@@ -8,7 +8,9 @@ templates and Airflow's security code load only when the API server reads
 
 from __future__ import annotations
 
+import base64
 from functools import cache
+from importlib.resources import files
 from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
@@ -34,6 +36,12 @@ class _BuiltOnFirstRead:
         return _fastapi_apps()
 
 
+def icon() -> str:
+    """The menu icon as a ``data:`` URL: no route to serve, and no route without sign-in."""
+    svg = files("airflow_atomic_store.ui").joinpath("icon.svg").read_bytes()
+    return "data:image/svg+xml;base64," + base64.b64encode(svg).decode("ascii")
+
+
 def _external_views() -> list[dict[str, Any]]:
     """The navigation entry (Airflow 3.1+); on 3.0 the page is reached by its URL."""
     if not EXTERNAL_VIEWS:
@@ -45,6 +53,7 @@ def _external_views() -> list[dict[str, Any]]:
             "destination": "nav",
             "category": "browse",
             "url_route": "atomic-store",
+            "icon": icon(),
         }
     ]
 

@@ -15,6 +15,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from airflow_atomic_store.inspection import QueueActivity
+
 #: Sent with every page: no script may run, nothing loads from elsewhere, only Airflow may frame it.
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -68,6 +70,24 @@ def format_json(value: Any) -> str:
 
 
 @dataclass(frozen=True)
+class Statuses:
+    """The statuses a page lists, and what it leaves out (summed, never dropped silently)."""
+
+    shown: dict[str, int]
+    other_statuses: int
+    other_rows: int
+
+
+def largest(counts: dict[str, int], limit: int) -> Statuses:
+    """At most ``limit`` statuses, the largest counts (ties by name), listed by name."""
+    if len(counts) <= limit:
+        return Statuses(counts, 0, 0)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    kept, rest = ranked[:limit], ranked[limit:]
+    return Statuses(dict(sorted(kept)), len(rest), sum(count for _, count in rest))
+
+
+@dataclass(frozen=True)
 class Bar:
     label: str
     count: int
@@ -101,6 +121,83 @@ def status_chart(counts: dict[str, int]) -> Chart:
         for index, (status, count) in enumerate(counts.items())
     )
     return Chart(bars, label_width + bar_area + 70, max(len(bars), 1) * row, label_width, bar_area)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One stretch of the activity chart: a bar (finished per minute) and a backlog point."""
+
+    x: float
+    bar_y: float
+    bar_height: float
+    backlog_y: float
+    label: str
+
+
+@dataclass(frozen=True)
+class ActivityChart:
+    """The queue over a window as inline SVG: bars of items finished per minute (left
+    scale) and the backlog as a line (right scale), both from the rows' timestamps."""
+
+    title: str
+    columns: tuple[Column, ...]
+    bar_width: float
+    backlog_line: str  # the polyline's points
+    width: int
+    height: int
+    plot_top: int
+    plot_bottom: int
+    plot_left: int
+    plot_right: int
+    most_per_minute: str
+    most_backlog: int
+    first: str
+    last: str
+    finished: int
+    backlog: int
+
+
+def activity_chart(activity: QueueActivity, title: str) -> ActivityChart:
+    left, right, top, bottom, width = 56, 56, 12, 112, 640
+    area = width - left - right
+    points = activity.points
+    minutes = activity.bucket.total_seconds() / 60
+    rates = [point.finished / minutes for point in points]
+    most_rate = max(rates, default=0) or 1
+    most_backlog = max((point.backlog for point in points), default=0) or 1
+    step = area / max(len(points), 1)
+    columns = []
+    for index, (point, rate) in enumerate(zip(points, rates, strict=True)):
+        height = (bottom - top) * rate / most_rate
+        columns.append(
+            Column(
+                x=round(left + index * step, 2),
+                bar_y=round(bottom - height, 2),
+                bar_height=round(height, 2),
+                backlog_y=round(bottom - (bottom - top) * point.backlog / most_backlog, 2),
+                label=f"{format_moment(point.start)}: {point.finished} finished "
+                f"({rate:.3g}/min), backlog {point.backlog}",
+            )
+        )
+    line = " ".join(f"{c.x + step / 2:.2f},{c.backlog_y}" for c in columns)
+    return ActivityChart(
+        title=title,
+        columns=tuple(columns),
+        bar_width=round(max(step - 1, 0.5), 2),
+        backlog_line=line,
+        width=width,
+        height=bottom + 22,
+        plot_top=top,
+        plot_bottom=bottom,
+        plot_left=left,
+        plot_right=width - right,
+        most_per_minute=f"{most_rate:.3g}",
+        most_backlog=most_backlog,
+        first=format_moment(points[0].start) if points else "",
+        last=format_moment(points[-1].start + activity.bucket) if points else "",
+        finished=sum(point.finished for point in points),
+        backlog=points[-1].backlog if points else 0,
+    )
 
 
 def environment() -> Environment:

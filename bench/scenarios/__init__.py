@@ -18,6 +18,7 @@ from bench.scenarios import (
     latency,
     scale,
     sqlite_default,
+    storage_soak,
     wakeup,
 )
 
@@ -31,4 +32,5 @@ SCENARIOS: dict[str, ModuleType] = {
     "aged": aged_queue,
     "idempotency": idempotency,
     "wakeup": wakeup,
+    "soak": storage_soak,
 }

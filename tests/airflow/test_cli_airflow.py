@@ -66,13 +66,36 @@ def test_conn_id_reads_the_store_through_the_airflow_connection(
     assert data["stale_count"] == 1
 
 
-def test_a_missing_connection_exits_3_and_says_how_to_define_it() -> None:
+def test_a_missing_connection_exits_3_and_says_where_airflow_looked() -> None:
     done = run(
         [sys.executable, "-m", "airflow_atomic_store", "tables", "--conn-id", "no_such_store"],
         {},
     )
     assert done.returncode == 3
     assert "AIRFLOW_CONN_NO_SUCH_STORE" in done.stderr
+    assert "metadata database" in done.stderr
+    assert "airflow connections add" not in done.stderr  # it looked where that one writes
+
+
+def test_a_connection_added_with_airflow_connections_add_is_read_by_both_command_lines(
+    store: AtomicStore, store_url: str, airflow_home: dict[str, str]
+) -> None:
+    """``airflow connections add`` keeps the connection in the metadata database, which
+    the task SDK's lookup does not read outside a task: the command line must find it
+    where Airflow's own CLI does (before, it exited 3 naming that very command)."""
+    store.put("jobs", "a", {"status": "pending"})
+    migrated = run([sys.executable, "-m", "airflow", "db", "migrate"], airflow_home)
+    assert migrated.returncode == 0, migrated.stderr
+    add = ["connections", "add", "store_in_db", "--conn-uri", store_url]
+    added = run([sys.executable, "-m", "airflow", *add], airflow_home)
+    assert added.returncode == 0, added.stderr
+    commands = [[sys.executable, "-m", "airflow_atomic_store"]]
+    if airflow_line() >= (3, 2):  # ``airflow atomic-store`` exists from 3.2
+        commands.append([sys.executable, "-m", "airflow", "atomic-store"])
+    for command in commands:
+        done = run([*command, "tables", "--conn-id", "store_in_db", "--json"], airflow_home)
+        assert done.returncode == 0, (command, done.stderr)
+        assert json.loads(done.stdout) == {"tables": [{"table": "jobs", "rows": 1}]}
 
 
 def test_provider_info_names_the_cli_commands() -> None:

@@ -12,6 +12,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -94,6 +95,40 @@ def test_an_older_airflow_is_refused_when_the_airflow_layer_is_imported() -> Non
     assert "Apache Airflow 3.0.0+; Apache Airflow 2.11.2 is installed" in result.stdout
 
 
+def test_importing_the_package_under_airflow_2_is_refused_without_importing_airflow(
+    tmp_path: Path,
+) -> None:
+    """Airflow 2's metadata first on the path: the package refuses at import, as
+    Airflow's own providers do, before any Airflow module is loaded."""
+    info = tmp_path / "apache_airflow-2.11.2.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: apache-airflow\nVersion: 2.11.2\n")
+    code = textwrap.dedent(
+        """
+        import sys
+        try:
+            import airflow_atomic_store
+        except RuntimeError as exc:
+            print("refused:", exc)
+        print("airflow imported:", "airflow" in sys.modules)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (
+        "refused: The package `airflow-atomic-store` needs Apache Airflow 3.0.0+; "
+        "Apache Airflow 2.11.2 is installed"
+    ) in result.stdout
+    assert "airflow imported: False" in result.stdout
+
+
 def test_an_older_postgres_provider_is_refused_when_the_postgres_hook_is_loaded() -> None:
     result = _run(
         """
@@ -124,6 +159,27 @@ def test_the_store_and_spec_layers_import_without_airflow() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_the_airflow_layer_takes_the_moved_names_from_common_compat_as_airflow_providers_do() -> (
+    None
+):
+    from airflow.providers.common.compat import sdk
+    from airflow.providers.common.compat.connection import get_async_connection
+
+    from airflow_atomic_store import metrics
+    from airflow_atomic_store.hooks import atomic_store
+    from airflow_atomic_store.operators import base
+    from airflow_atomic_store.triggers import sources
+
+    assert atomic_store.BaseHook is sdk.BaseHook
+    assert atomic_store.AirflowNotFoundException is sdk.AirflowNotFoundException
+    assert base.SkipMixin is sdk.SkipMixin and base.BaseOperator is sdk.BaseOperator
+    assert base.AirflowFailException is sdk.AirflowFailException
+    assert metrics._stats() is sdk.Stats
+    # Not BaseHook.aget_connection, which masks secrets synchronously before 3.3.2.
+    assert sources.get_async_connection is get_async_connection
+    assert not hasattr(compat, "aget_connection")
 
 
 def test_base_hook_is_the_one_airflow_own_providers_build_on() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from importlib.metadata import distribution
+from typing import Any
 
 import pytest
 
@@ -70,3 +71,81 @@ def test_airflow_providers_list_shows_the_provider(capsys: pytest.CaptureFixture
     listed = json.loads(capsys.readouterr().out)
     ours = [entry for entry in listed if entry["package_name"] == "airflow-atomic-store"]
     assert ours and ours[0]["version"] == distribution("airflow-atomic-store").version
+
+
+FORM_FIELDS = {"storage_table", "auto_claim_sets", "receipt_retention", "busy_timeout"}
+
+
+@pytest.mark.skipif(SQLITE_PROVIDER, reason="the SQLite provider owns the sqlite type here")
+def test_the_sqlite_form_offers_the_store_options_as_fields_and_keeps_the_extra_box() -> None:
+    """What Airflow's UI asks the API server for (``/ui/connections/hook_meta``): from
+    provider info's ``conn-fields`` on 3.2+, from the hook's methods on 3.0/3.1."""
+    from airflow.api_fastapi.core_api.services.ui.connections import HookMetaService
+
+    (sqlite,) = [m for m in HookMetaService.hook_meta_data() if m.connection_type == "sqlite"]
+    assert sqlite.hook_class_name == HOOK_CLASS
+    fields = sqlite.extra_fields or {}
+    assert set(fields) == FORM_FIELDS
+    assert fields["auto_claim_sets"]["schema"]["type"] == ["boolean", "null"]
+    assert fields["receipt_retention"]["schema"]["type"] == ["integer", "null"]
+    assert fields["storage_table"]["schema"]["title"] == "Storage table"
+    standard = sqlite.standard_fields
+    assert standard is not None and standard.host is not None
+    assert standard.host.title == "Absolute path of the store file"
+    assert standard.password is not None and standard.password.hidden
+    from airflow.providers_manager import ProvidersManager
+
+    # The Extra box stays: the form's fields are written into it.
+    assert "extra" not in ProvidersManager().field_behaviours["sqlite"]["hidden_fields"]
+
+
+def test_the_hook_and_provider_info_declare_the_same_form() -> None:
+    """3.0/3.1 read the hook, 3.2+ provider info: one declaration for both."""
+    from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
+
+    behaviour = AtomicStoreHook.get_ui_field_behaviour()
+    assert "extra" not in behaviour["hidden_fields"]
+    if not SQLITE_PROVIDER:
+        (declared,) = get_provider_info()["connection-types"]
+        assert set(declared["conn-fields"]) == FORM_FIELDS
+        assert declared["ui-field-behaviour"]["hidden-fields"] == behaviour["hidden_fields"]
+        assert declared["ui-field-behaviour"]["relabeling"] == behaviour["relabeling"]
+
+
+def test_a_connection_saved_by_the_form_opens_its_store_with_those_options(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The form saves every field, an empty one as null or "": that is the default."""
+    import sqlite3
+
+    from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
+
+    path = tmp_path / "form.db"
+    extra = {
+        "storage_table": "form_rows",
+        "auto_claim_sets": False,
+        "receipt_retention": None,
+        "busy_timeout": 5,
+    }
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_FORM_STORE",
+        json.dumps({"conn_type": "sqlite", "host": str(path), "extra": extra}),
+    )
+    with AtomicStoreHook("form_store") as hook:
+        hook.put("jobs", "a", {"status": "pending"})
+        assert hook.atomic_claim("jobs", limit=1)["count"] == 1
+        assert hook.claim_sets() == []  # auto_claim_sets: false
+    db = sqlite3.connect(path)
+    try:
+        names = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    finally:
+        db.close()
+    assert "form_rows" in names
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_FORM_STORE",
+        json.dumps(
+            {"conn_type": "sqlite", "host": str(path), "extra": {**extra, "storage_table": ""}}
+        ),
+    )
+    with AtomicStoreHook("form_store") as hook:
+        assert hook.count("jobs") == 0  # the default storage table: no rows there

@@ -110,9 +110,21 @@ def test_an_anonymous_request_is_refused_with_401_on_every_route(
     for route in ROUTES:
         response = client.get(f"{PREFIX}{route}", params={"conn": store_conn, "table": QUEUE})
         assert response.status_code == 401, route
-    page = client.get(f"{PREFIX}/", headers={"Accept": "text/html"})
+    page = client.get(f"{PREFIX}/stats", params={"table": QUEUE}, headers={"Accept": "text/html"})
     assert page.status_code == 401
     assert "Sign in to Airflow first" in page.text
+    # The sign-in link is the auth manager's, and brings the user back to this page.
+    from urllib.parse import parse_qs, urlsplit
+
+    from airflow.api_fastapi.app import get_auth_manager
+
+    found = re.search(r'id="sign-in" href="([^"]+)"', page.text)
+    assert found is not None
+    link = found.group(1).replace("&amp;", "&")
+    back = f"http://testserver{PREFIX}/stats?table={QUEUE}"
+    assert link == get_auth_manager().get_url_login(next_url=back)
+    if "?" in link:  # 3.0's simple auth manager takes no next_url: its login page alone
+        assert parse_qs(urlsplit(link).query)["next"] == [back]
 
 
 def test_a_user_without_connection_access_is_refused_with_403_on_every_route(
@@ -181,6 +193,28 @@ def test_the_queue_page_shows_counts_oldest_pending_in_flight_and_stale_claims(
     assert [row["key"] for row in data["stale"]] == ["job-old"]
 
 
+def test_the_queue_page_charts_items_finished_per_minute_and_the_backlog_without_network(
+    op: Any, store: AtomicStore, store_conn: str
+) -> None:
+    """The last hour per minute and the last day per quarter, as inline SVG drawn on the
+    server (the page loads nothing and runs no script)."""
+    _queue(store)
+    params = {"conn": store_conn, "table": QUEUE}
+    page = op.get(f"{PREFIX}/stats", params=params)
+    html = page.text
+    for element, bars in (("activity-hour", 60), ("activity-day", 96)):
+        assert _text_of(html, f"{element}-finished") == "1"  # job-done
+        assert _text_of(html, f"{element}-backlog") == "6"  # 3 pending + 3 in flight
+        svg = html.split(f'<svg id="{element}"')[1].split("</svg>")[0]
+        assert svg.count('<rect class="finished"') == bars
+        assert '<polyline class="backlog" points="' in svg
+        assert "http" not in svg.replace("http://www.w3.org/2000/svg", "")
+    assert "<script" not in html and "src=" not in html
+    data = op.get(f"{PREFIX}/api/stats", params=params).json()["activity"]
+    assert [len(data[e]["points"]) for e in ("activity-hour", "activity-day")] == [60, 96]
+    assert data["activity-hour"]["points"][-1]["backlog"] == 6
+
+
 def test_the_stale_threshold_is_the_one_the_user_sets(
     op: Any, store: AtomicStore, store_conn: str
 ) -> None:
@@ -204,6 +238,46 @@ def test_the_tables_page_lists_every_table_with_its_row_count(
     assert data["tables"] == [{"table": QUEUE, "rows": 7}, {"table": "leases", "rows": 1}]
     html = op.get(f"{PREFIX}/tables", params={"conn": store_conn}).text
     assert f"/atomic-store/stats?conn={store_conn}&amp;table=leases" in html
+
+
+def test_a_store_with_more_tables_than_the_page_lists_says_so_and_opens_any_by_name(
+    op: Any, store: AtomicStore, store_conn: str
+) -> None:
+    """50,000 tables made an 11 MB page: it lists TABLE_LIMIT, says how many more."""
+    from airflow_atomic_store.ui.app import TABLE_LIMIT
+
+    for n in range(TABLE_LIMIT + 5):
+        store.put(f"t{n:04d}", "k", {"n": n})
+    html = op.get(f"{PREFIX}/tables", params={"conn": store_conn}).text
+    listed = html.split('id="tables"')[1].split("</table>")[0]
+    assert listed.count("<tr>") == TABLE_LIMIT + 1  # the header row, then the tables
+    assert "5 more are not listed" in _text_of(html, "hidden-tables")
+    assert 'id="table-name"' in html  # the form that opens one by name
+    data = op.get(f"{PREFIX}/api/tables", params={"conn": store_conn}).json()
+    assert len(data["tables"]) == TABLE_LIMIT + 5
+
+
+def test_a_table_with_more_statuses_than_the_page_lists_sums_the_rest(
+    op: Any, store: AtomicStore, store_conn: str
+) -> None:
+    """200,000 statuses made a 70 MB page: it lists the STATUS_LIMIT largest, sums the rest."""
+    from airflow_atomic_store.ui.app import STATUS_LIMIT
+
+    for n in range(STATUS_LIMIT + 10):
+        store.put(QUEUE, f"one-{n}", {"status": f"s{n:03d}"})
+    for n in range(3):
+        store.put(QUEUE, f"pending-{n}", {"status": "pending"})
+    params = {"conn": store_conn, "table": QUEUE}
+    html = op.get(f"{PREFIX}/stats", params=params).text
+    listed = html.split('id="status-counts"')[1].split("</table>")[0]
+    assert listed.count("<tr>") == STATUS_LIMIT + 1  # the header row, then the statuses
+    assert '<td>pending</td><td class="num">3</td>' in listed  # the largest stays
+    other = re.search(r'id="other-statuses"><td>(\d+) other statuses', listed)
+    assert other is not None and other.group(1) == "11"
+    chart = html.split('id="status-chart"')[1].split("</svg>")[0]
+    assert chart.count("<rect") == STATUS_LIMIT
+    data = op.get(f"{PREFIX}/api/stats", params=params).json()
+    assert len(data["status_counts"]) == STATUS_LIMIT + 11
 
 
 def test_rows_are_paged_filtered_and_shown_as_formatted_json(
@@ -325,6 +399,15 @@ def test_the_api_server_lists_the_plugin_with_the_page_and_its_navigation_entry(
     assert [app["url_prefix"] for app in plugin["fastapi_apps"]] == [PREFIX]
     hrefs = [view["href"] for view in plugin.get("external_views", [])]
     assert hrefs == ([f"{PREFIX}/"] if EXTERNAL_VIEWS else [])
+    if EXTERNAL_VIEWS:  # the menu entry's icon: an SVG inlined as a data URL
+        import base64
+        from xml.etree import ElementTree
+
+        (view,) = plugin["external_views"]
+        kind, _, encoded = view["icon"].partition(";base64,")
+        assert kind == "data:image/svg+xml"
+        svg = ElementTree.fromstring(base64.b64decode(encoded))
+        assert svg.tag == "{http://www.w3.org/2000/svg}svg"
 
 
 def test_importing_the_plugin_does_not_build_the_app() -> None:
@@ -384,12 +467,13 @@ class _PerConnectionAuthManager:
         return details is None or details.conn_id != self.denied
 
 
-@pytest.mark.parametrize("spelling", ["{id}", " {id} ", "{ID}", " {ID}"])
+@pytest.mark.parametrize("spelling", ["{id}", " {id} ", "{ID}", " {ID}", "{long_s}"])
 def test_a_connection_refused_by_name_stays_refused_however_the_request_spells_it(
     store_conn: str, store: AtomicStore, monkeypatch: pytest.MonkeyPatch, spelling: str
 ) -> None:
     """The check and the lookup read one name: blanks are dropped for both, and
-    ``AIRFLOW_CONN_*`` is found by the upper-cased id, so every case form is checked."""
+    ``AIRFLOW_CONN_*`` is found by the upper-cased id, so every case form is checked,
+    Unicode's too: ``"\u017f".upper()`` (LATIN SMALL LETTER LONG S) is ``"S"``."""
     from types import SimpleNamespace
 
     from fastapi.testclient import TestClient
@@ -402,7 +486,9 @@ def test_a_connection_refused_by_name_stays_refused_however_the_request_spells_i
     app = create_app()
     app.dependency_overrides[access.api_user] = lambda: SimpleNamespace(username="alice")
     client = TestClient(app, base_url="http://testserver")
-    conn = spelling.format(id=store_conn, ID=store_conn.upper())
+    long_s = store_conn.replace("s", "\u017f")
+    assert long_s != store_conn and long_s.upper() == store_conn.upper()
+    conn = spelling.format(id=store_conn, ID=store_conn.upper(), long_s=long_s)
     response = client.get("/api/rows", params={"conn": conn, "table": "payroll"})
     assert response.status_code == 403
     assert "salary" not in response.text

@@ -16,7 +16,17 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = ["claim", "latency", "hotkey", "scale", "sqlite", "aged", "idempotency", "wakeup"]
+SCENARIOS = [
+    "claim",
+    "latency",
+    "hotkey",
+    "scale",
+    "sqlite",
+    "aged",
+    "idempotency",
+    "wakeup",
+    "soak",
+]
 
 
 def test_the_benchmark_harness_runs_every_scenario_and_writes_a_report(tmp_path: Path) -> None:
@@ -44,7 +54,7 @@ def test_the_benchmark_harness_runs_every_scenario_and_writes_a_report(tmp_path:
     text = report.read_text()
     for heading in ("## Machine", "## Targets", "Claim throughput", "Single-operation latency"):
         assert heading in text
-    for heading in ("Hot key contention", "Scale", "SQLite default", "Aged queue"):
+    for heading in ("Hot key contention", "Scale", "SQLite default", "Aged queue", "Storage soak"):
         assert heading in text
     assert "limit-1 claim p50 ≤ 1.25x a guarded single-row update" in text  # aged targets
     assert "| client CPU µs/row | server CPU µs/row |" in text  # the drains' CPU per row

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
-from e2e.browser import PageFigures, figures_between
+from e2e.browser import CHART_BARS, PageFigures, chart_between, figures_between
 from e2e.checks import CheckFailed
 
 BEFORE = Counter({"pending": 300, "in_flight": 60, "done": 140})
@@ -55,3 +56,30 @@ def test_an_in_flight_figure_that_disagrees_with_the_status_table_fails() -> Non
     page = PageFigures(500, {"pending": 290, "in_flight": 60, "done": 150}, 61, 0, {}, {})
     with pytest.raises(CheckFailed, match="do not add up"):
         figures_between(page, BEFORE, AFTER)
+
+
+def charted(backlog: int, day_finished: int, bars: dict[str, int] = CHART_BARS) -> PageFigures:
+    return replace(
+        shown(290, 58, 150), backlog=backlog, day_finished=day_finished, chart_bars=dict(bars)
+    )
+
+
+@pytest.mark.parametrize(("backlog", "finished"), [(360, 140), (335, 165), (348, 150)])
+def test_charts_of_a_moment_between_the_stores_readings_pass(backlog: int, finished: int) -> None:
+    chart_between(charted(backlog, finished), BEFORE, AFTER)
+
+
+@pytest.mark.parametrize(
+    ("page", "problem"),
+    [
+        (charted(361, 150), "backlog is 361"),
+        (charted(334, 150), "backlog is 334"),
+        (charted(348, 139), "139 finished"),
+        (charted(348, 166), "166 finished"),
+        (charted(348, 150, {"activity-hour": 60, "activity-day": 0}), "bars"),
+        (replace(shown(290, 58, 150), backlog=348, day_finished=150), "bars"),
+    ],
+)
+def test_charts_not_drawn_or_of_another_moment_fail(page: PageFigures, problem: str) -> None:
+    with pytest.raises(CheckFailed, match=problem):
+        chart_between(page, BEFORE, AFTER)

@@ -23,7 +23,7 @@ import pytest
 from devkit.airflow_workers import AirflowWorkers
 
 _NEEDS_WORKERS = pytest.StashKey[bool]()
-WORKERS = 3
+WORKERS = 6  # the semaphore test runs six DAG runs at once
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from devkit.airflow_workers import unique_run_after
 from devkit.dagrun import DagRunResult, run_dag_test
 from devkit.examples import example_dag
+from tests.example_dags.deferrals import Deferral, recorded_deferrals
 
 
 def run_example(dag_id: str, conf: dict[str, Any], times: int = 1) -> list[DagRunResult]:
@@ -29,3 +30,12 @@ def drain_until_empty(conf: dict[str, Any], claim_task: str = "drain") -> list[D
         runs.append(run)
         if run.state != "success" or not run.xcom(claim_task)["count"]:
             return runs
+
+
+def run_example_recording_waits(
+    dag_id: str, conf: dict[str, Any], times: int = 1
+) -> tuple[list[DagRunResult], list[Deferral]]:
+    """``run_example``, with every deferral of its runs (``deferrals.recorded_deferrals``)."""
+    with recorded_deferrals() as waits:
+        runs = run_example(dag_id, conf, times)
+    return runs, list(waits)

@@ -184,8 +184,9 @@ def test_recovery_reclaims_only_stale_in_flight_rows_and_processes_them_like_the
         store.put("pending_ops", "waiting", {"status": "pending", "payload": {}})
     recovery = example_dag("stale_claim_recovery")
 
-    run = run_dag(recovery, conf={**conf, "stale_after_seconds": 60})
-    again = run_dag(recovery, conf={**conf, "stale_after_seconds": 60})
+    by_age = {**conf, "stale_after_seconds": 60, "reclaim_dead_runs": False}  # no such runs
+    run = run_dag(recovery, conf=by_age)
+    again = run_dag(recovery, conf=by_age)
 
     assert run.state == again.state == "success"
     assert [row["key"] for row in run.xcom("reclaim")["claimed"]] == ["stale-0", "stale-1"]

@@ -1,8 +1,9 @@
 """Random JSON values and specs for checking the backends against the oracle.
 
-Floats stay below 1e12 in magnitude: PostgreSQL stores JSON numbers as
-decimals, and beyond 2**53 a float's shortest decimal form is no longer its
-binary value, so the two worlds may legitimately round differently there.
+Numbers reach every magnitude, and integers beyond 2**53 come next to floats of
+nearly the same value (a float there is a multiple of a power of two, its
+shortest decimal is not its value): the backends must compare them exactly, as
+Python does, and store an increment's float as ``apply`` computes it.
 """
 
 from __future__ import annotations
@@ -20,8 +21,19 @@ from airflow_atomic_store.spec.values import INT_MAX, INT_MIN
 KEYS = ["a", "b", "status", "é", 'q"t', "back\\slash", "it's", "$1", "%s", "0", "sp ace", "😀"]
 
 keys = st.sampled_from(KEYS)
-floats = st.floats(min_value=-1e12, max_value=1e12, allow_nan=False, allow_infinity=False)
-integers = st.integers(-1000, 1000) | st.sampled_from([INT_MIN, INT_MAX, 2**53, -(2**53) - 1])
+#: Integers where a float cannot hold every one (2^53..2^63), and their float neighbours.
+large_integers = st.integers(2**53, INT_MAX) | st.integers(INT_MIN, -(2**53))
+floats = (
+    st.floats(min_value=-1e12, max_value=1e12, allow_nan=False, allow_infinity=False)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | large_integers.map(float)
+)
+integers = (
+    st.integers(-1000, 1000)
+    | st.sampled_from([INT_MIN, INT_MAX, 2**53, -(2**53) - 1, 2**53 + 1])
+    | large_integers
+    | floats.filter(lambda f: abs(f) < 2**63).map(int)
+)
 timestamps = st.sampled_from(
     [
         "2026-01-01T00:00:00.000000Z",
@@ -74,11 +86,24 @@ def paths(draw: st.DrawFn, document: dict[str, Any] | None = None) -> str:
     return text
 
 
+def numeric_neighbours(actual: Any) -> list[Any]:
+    """Numbers of the other kind next to a stored number: equal, just above, just below."""
+    if isinstance(actual, bool) or not isinstance(actual, (int, float)):
+        return []
+    if isinstance(actual, int):
+        return [float(actual)]
+    if abs(actual) >= 2**63:
+        return []
+    exact = int(actual)
+    return [n for n in (exact - 1, exact, exact + 1) if INT_MIN <= n <= INT_MAX]
+
+
 def _value_for(operator: str, actual: Any) -> st.SearchStrategy[Any]:
     """Condition values valid for ``operator``, often equal to the stored one."""
     near = [actual] if actual is not MISSING else []
     if operator in ("in", "not_in"):
         return st.lists(json_values | st.sampled_from(near or [None]), max_size=3)
+    near += numeric_neighbours(actual)
     if operator in ("gt", "gte", "lt", "lte"):
         orderable = [
             v for v in near if isinstance(v, (int, float, str)) and not isinstance(v, bool)
@@ -373,3 +398,16 @@ def set_conditions(draw: st.DrawFn) -> dict[str, Any]:
     elif OPERATORS[operator].takes_value:
         condition["value"] = draw(set_literals)
     return condition
+
+
+#: Any storable number: small, huge, and integers beyond 2^53 beside their float neighbours.
+numbers = integers | floats
+
+
+@st.composite
+def number_pairs(draw: st.DrawFn) -> tuple[Any, Any]:
+    """A stored number and a condition value: often its neighbour of the other kind."""
+    stored = draw(numbers)
+    neighbours = numeric_neighbours(stored)
+    value = draw(st.sampled_from(neighbours) | numbers if neighbours else numbers)
+    return stored, value

@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 
 from airflow_atomic_store import MutationError
 from airflow_atomic_store.spec import apply, evaluate, parse_mutations, parse_where
-from airflow_atomic_store.spec.values import is_number
-from airflow_atomic_store.spec.values import json_equal as exact_json_equal
+from airflow_atomic_store.spec.values import json_equal
 from tests.property.strategies import (
     documents,
     edge_documents,
@@ -28,24 +27,6 @@ from tests.property.strategies import (
 )
 
 _tables = itertools.count()
-
-#: Beyond 2**53 PostgreSQL keeps a float as its shortest decimal, which reads
-#: back as that decimal integer; such numbers are compared as floats.
-FLOAT_EXACT_LIMIT = 2**53
-
-
-def json_equal(left: Any, right: Any) -> bool:
-    """Exact JSON equality, except that huge floats compare as floats."""
-    if is_number(left) and is_number(right):
-        has_float = isinstance(left, float) or isinstance(right, float)
-        if has_float and max(abs(left), abs(right)) >= FLOAT_EXACT_LIMIT:
-            return float(left) == float(right)
-        return bool(left == right)
-    if isinstance(left, list) and isinstance(right, list):
-        return len(left) == len(right) and all(map(json_equal, left, right))
-    if isinstance(left, dict) and isinstance(right, dict):
-        return left.keys() == right.keys() and all(json_equal(left[k], right[k]) for k in left)
-    return exact_json_equal(left, right)
 
 
 def fresh_table() -> str:

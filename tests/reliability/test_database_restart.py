@@ -6,6 +6,10 @@ recovers from its WAL) while several processes run updates, claims and upserts,
 then accounts for every operation. Each operation writes a marker unique to it
 in the same statement as its effect, so the final state tells exactly which
 operations committed, including those whose caller saw an error.
+
+Every call is also recorded (tests/support/linearizability) and the history
+checked for linearizability: the counter, the queue (per row) and the
+upserted events, with each call that saw an error taken as of unknown outcome.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +28,22 @@ from devkit.postgres_server import PostgresServer
 from devkit.processes import run_in_processes
 from tests.reliability import workers
 from tests.reliability.support import scaled
+from tests.support.linearizability import (
+    COUNTER,
+    QUEUE_ROW,
+    UPSERT_ONCE,
+    Recorder,
+    RecordingStore,
+    check_recorded,
+    translate,
+)
+
+#: What the history of each logical table is checked against.
+MODELS = {
+    "counters": (COUNTER, partial(translate.counter, table="counters")),
+    "queue": (QUEUE_ROW, partial(translate.queue, table="queue")),
+    "events": (UPSERT_ONCE, partial(translate.upsert_once, table="events")),
+}
 
 pytestmark = pytest.mark.postgres
 
@@ -79,9 +100,11 @@ def test_restart_mid_stream_fails_in_flight_operations_cleanly_and_loses_nothing
     modes = ["fast", "immediate"] * scaled(1, 5)
     # Durable commits: "immediate" is a crash, and a commit reported as successful
     # must survive it (the suite's servers trade that away for speed).
+    history = tmp_path / "history"
     with PostgresServer(settings={"synchronous_commit": "on"}) as server:
         url = server.url + "?connect_timeout=5"
-        with AtomicStore(url) as store:
+        with AtomicStore(url) as plain, Recorder(history, "setup") as recorder:
+            store: Any = RecordingStore(plain, recorder)
             store.put("counters", "total", {"n": 0, "seen": {}})
             for i in range(QUEUE_ROWS):
                 store.put("queue", f"q-{i:05d}", {"status": "pending"})
@@ -96,7 +119,7 @@ def test_restart_mid_stream_fails_in_flight_operations_cleanly_and_loses_nothing
         try:
             logs = run_in_processes(
                 workers.stream_through_restarts,
-                [(url, w, str(stop_file), deadline) for w in range(WORKERS)],
+                [(url, w, str(stop_file), deadline, str(history)) for w in range(WORKERS)],
                 timeout=200,
             )
         finally:
@@ -119,13 +142,21 @@ def test_restart_mid_stream_fails_in_flight_operations_cleanly_and_loses_nothing
                 f"worker {worker} never succeeded after the last restart"
             )
 
-        with AtomicStore(url) as store:
+        with AtomicStore(url) as plain, Recorder(history, "final") as recorder:
+            store = RecordingStore(plain, recorder)
             check_updates(store, ops, len(modes))
             check_claims(store, ops)
             check_upserts(store, ops)
+    unknown = 0
+    for table, (model, translation) in MODELS.items():
+        checked = check_recorded(history, model, translation)
+        print(f"{table}: {checked.describe()}")
+        assert checked.ok, checked.describe()
+        unknown += checked.result.unknown
+    assert unknown, "no call of unknown outcome was checked"
 
 
-def check_updates(store: AtomicStore, ops: list[dict[str, Any]], restarts: int) -> None:
+def check_updates(store: Any, ops: list[dict[str, Any]], restarts: int) -> None:
     total = store.get("counters", "total")
     seen = set(total["seen"])
     succeeded = set(by_status(ops, "update", "ok"))
@@ -142,7 +173,7 @@ def check_updates(store: AtomicStore, ops: list[dict[str, Any]], restarts: int) 
     )
 
 
-def check_claims(store: AtomicStore, ops: list[dict[str, Any]]) -> None:
+def check_claims(store: Any, ops: list[dict[str, Any]]) -> None:
     rows = {row["key"]: row["value"] for row in store.query("queue", limit=10_000)}
     assert len(rows) == QUEUE_ROWS
     claimed_by: dict[str, set[str]] = defaultdict(set)
@@ -162,7 +193,7 @@ def check_claims(store: AtomicStore, ops: list[dict[str, Any]]) -> None:
     assert sum(1 for keys in succeeded.values() if keys), "no claim ever won a row"
 
 
-def check_upserts(store: AtomicStore, ops: list[dict[str, Any]]) -> None:
+def check_upserts(store: Any, ops: list[dict[str, Any]]) -> None:
     rows = {row["key"]: row["value"] for row in store.query("events", limit=10_000)}
     succeeded = by_status(ops, "upsert", "ok")
     failed = set(by_status(ops, "upsert", "unavailable"))

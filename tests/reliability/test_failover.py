@@ -26,6 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,14 @@ from devkit.relay import TcpRelay
 from devkit.standby import StandbyPair
 from tests.reliability import failover_workers
 from tests.reliability.failover_workers import PENDING
+from tests.support.linearizability import (
+    COUNTER,
+    QUEUE_ROW,
+    Call,
+    check_calls,
+    read_calls,
+    translate,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -317,6 +326,39 @@ def test_the_history_records_every_attempt_with_its_outcome(failover_run: Failov
     )
     assert {e["type"] for e in events} <= {"invoke", "ok", "unknown", "failed"}
     assert all(isinstance(e["time"], int) and e["time"] > 0 for e in events)
+
+
+def test_the_failovers_history_is_linearizable(failover_run: FailoverRun) -> None:
+    """Every attempt, checked (tests/support/linearizability) with the promoted standby's rows
+    as reads after the last call: the counter, and the queue and jobs row by row."""
+    calls = read_calls(sorted(failover_run.history_dir.glob("*.jsonl")))
+    after = max(call.returned or call.invoked for call in calls) + 1
+    end_state = [
+        Call(
+            "standby",
+            0,
+            "get",
+            {"table": "counters", "key": "total"},
+            after,
+            after + 1,
+            "ok",
+            failover_run.counter,
+        ),
+        *(
+            Call("standby", n, "get", {"table": table, "key": key}, after, after + 1, "ok", value)
+            for table, rows in (("queue", failover_run.queue), ("jobs", failover_run.jobs))
+            for n, (key, value) in enumerate(sorted(rows.items()), start=1)
+        ),
+    ]
+    checks = [
+        (COUNTER, partial(translate.counter, table="counters")),
+        (QUEUE_ROW, partial(translate.queue, table="queue", pending=failover_run.queue)),
+        (QUEUE_ROW, partial(translate.queue, table="jobs", pending=failover_run.jobs)),
+    ]
+    for model, translation in checks:
+        checked = check_calls([*calls, *end_state], model, translation)
+        print(checked.describe())
+        assert checked.ok, checked.describe()
 
 
 # -- an asynchronous standby; the Airflow hook on a multi-host connection -------------------------

@@ -4,6 +4,11 @@ The pattern under test is the one DAG authors use for at-least-once queues with
 exactly-once completion: claim (``status → in_flight``, ``claimedAt``,
 ``claimedBy``), complete with an update guarded on ``claimedBy``, and
 periodically re-claim rows whose claim is older than a threshold.
+
+Every call of every process (the victim's too, up to its last, unfinished one)
+is recorded, and the whole history is checked for linearizability against the
+per-row queue model (tests/support/linearizability): no row held by two
+claimers without a stale-claim recovery in between.
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ import random
 import signal
 import time
 from collections import Counter
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +30,13 @@ from airflow_atomic_store import AtomicStore, timestamps
 from devkit.processes import run_in_processes
 from tests.reliability import workers
 from tests.reliability.support import scaled
+from tests.support.linearizability import (
+    QUEUE_ROW,
+    Recorder,
+    RecordingStore,
+    check_recorded,
+    translate,
+)
 
 TABLE = "jobs"
 RESCUERS = 3
@@ -35,7 +50,26 @@ class _NoBarrier:
 NO_BARRIER = _NoBarrier()
 
 
-def seed(store: AtomicStore, rows: int) -> list[str]:
+@pytest.fixture
+def history(tmp_path: Path) -> str:
+    """Where every process records its calls."""
+    return str(tmp_path / "history")
+
+
+def assert_history_linearizable(history: str) -> None:
+    checked = check_recorded(history, QUEUE_ROW, partial(translate.queue, table=TABLE))
+    print(checked.describe())
+    assert checked.ok, checked.describe()
+
+
+@pytest.fixture
+def parent(store: AtomicStore, history: str) -> Iterator[Any]:
+    """The test's own store, its calls recorded as the process ``parent``."""
+    with Recorder(history, "parent") as recorder:
+        yield RecordingStore(store, recorder)
+
+
+def seed(store: Any, rows: int) -> list[str]:
     keys = [f"job-{i:04d}" for i in range(rows)]
     for key in keys:
         store.put(TABLE, key, {"status": "pending", "payload": key})
@@ -56,10 +90,10 @@ def threshold_after_the_kill() -> str:
     return threshold
 
 
-def rescue(url: str, threshold: str) -> tuple[list[str], list[str]]:
+def rescue(url: str, threshold: str, history: str) -> tuple[list[str], list[str]]:
     results = run_in_processes(
         workers.rescue_stale_claims,
-        [(url, TABLE, threshold, f"rescuer-{i}", 2) for i in range(RESCUERS)],
+        [(url, TABLE, threshold, f"rescuer-{i}", 2, history) for i in range(RESCUERS)],
         timeout=120,
     )
     reclaimed = [key for result in results for key in result["reclaimed"]]
@@ -67,7 +101,7 @@ def rescue(url: str, threshold: str) -> tuple[list[str], list[str]]:
     return reclaimed, completed
 
 
-def assert_every_row_completed_exactly_once(store: AtomicStore, keys: list[str]) -> None:
+def assert_every_row_completed_exactly_once(store: Any, keys: list[str]) -> None:
     rows = {row["key"]: row["value"] for row in store.query(TABLE, limit=10_000)}
     assert set(rows) == set(keys)
     not_done = sorted(key for key, value in rows.items() if value["status"] != "done")
@@ -77,14 +111,15 @@ def assert_every_row_completed_exactly_once(store: AtomicStore, keys: list[str])
 
 
 def test_stale_claim_pass_takes_over_exactly_the_rows_of_a_killed_claimer(
-    store: AtomicStore, store_url: str
+    parent: Any, store_url: str, history: str
 ) -> None:
+    store = parent
     keys = seed(store, 40)
     context = multiprocessing.get_context("spawn")
     report = context.Queue()
     victim = context.Process(
         target=workers.claim_complete_some_then_hang,
-        args=(store_url, TABLE, "victim", 12, 4, report),
+        args=(store_url, TABLE, "victim", 12, 4, report, history),
         daemon=True,
     )
     victim.start()
@@ -101,7 +136,7 @@ def test_stale_claim_pass_takes_over_exactly_the_rows_of_a_killed_claimer(
     live_keys = [row["key"] for row in live["claimed"]]
     assert len(live_keys) == 5
 
-    reclaimed, completed = rescue(store_url, threshold)
+    reclaimed, completed = rescue(store_url, threshold, history)
     assert Counter(reclaimed) == Counter(orphaned), "exactly the orphaned rows, each once"
     assert sorted(completed) == sorted(orphaned)
 
@@ -116,18 +151,20 @@ def test_stale_claim_pass_takes_over_exactly_the_rows_of_a_killed_claimer(
     for row in drained["claimed"]:
         assert workers.complete(store, TABLE, row["key"], "rest") is True
     assert_every_row_completed_exactly_once(store, keys)
+    assert_history_linearizable(history)
 
 
 @pytest.mark.parametrize("round_", range(scaled(1, 10)))
 def test_claimer_killed_at_a_random_moment_loses_no_row_and_completes_none_twice(
-    store: AtomicStore, store_url: str, round_: int
+    parent: Any, store_url: str, history: str, round_: int
 ) -> None:
+    store = parent
     keys = seed(store, 400)
     context = multiprocessing.get_context("spawn")
     started = context.Event()
     victim = context.Process(
         target=workers.claim_and_complete_until_killed,
-        args=(store_url, TABLE, "victim", 5, started),
+        args=(store_url, TABLE, "victim", 5, started, history),
         daemon=True,
     )
     victim.start()
@@ -143,7 +180,9 @@ def test_claimer_killed_at_a_random_moment_loses_no_row_and_completes_none_twice
     }
     threshold = threshold_after_the_kill()
     # One rescuer here: concurrent rescuers are the previous test's business.
-    rescued = workers.rescue_stale_claims(NO_BARRIER, store_url, TABLE, threshold, "rescuer-0", 2)
+    rescued = workers.rescue_stale_claims(
+        NO_BARRIER, store_url, TABLE, threshold, "rescuer-0", 2, history
+    )
     reclaimed, completed = rescued["reclaimed"], rescued["completed"]
     assert Counter(reclaimed) == Counter(orphaned)
     assert sorted(completed) == sorted(orphaned)
@@ -158,3 +197,4 @@ def test_claimer_killed_at_a_random_moment_loses_no_row_and_completes_none_twice
     assert done_by["victim"] + sum(done_by[f"rescuer-{i}"] for i in range(RESCUERS)) + done_by[
         "rest"
     ] == len(keys)
+    assert_history_linearizable(history)

@@ -10,10 +10,29 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from airflow_atomic_store import AtomicStore, StoreUnavailableError
 from tests.support.specs import PENDING
+
+
+@contextmanager
+def opened(url: str, table: str, history: str | None = None, process: str = "") -> Iterator[Any]:
+    """A store whose first call (on ``table``) is done; with ``history``, its calls recorded.
+
+    The warm-up call is not recorded: it reads a row no model knows.
+    """
+    with AtomicStore(url) as store:
+        store.get(table, "__warm-up__")
+        if history is None:
+            yield store
+            return
+        from tests.support.linearizability import Recorder, RecordingStore
+
+        with Recorder(history, process) as recorder:
+            yield RecordingStore(store, recorder)
 
 
 def owned_by(execution_id: str) -> list[dict[str, Any]]:
@@ -35,7 +54,7 @@ def stale_before(threshold: str) -> list[dict[str, Any]]:
     ]
 
 
-def complete(store: AtomicStore, table: str, key: str, execution_id: str) -> bool:
+def complete(store: Any, table: str, key: str, execution_id: str) -> bool:
     """Mark ``key`` done if (and only if) ``execution_id`` still owns its claim."""
     result = store.atomic_update(
         table,
@@ -51,10 +70,16 @@ def complete(store: AtomicStore, table: str, key: str, execution_id: str) -> boo
 
 
 def claim_complete_some_then_hang(
-    url: str, table: str, execution_id: str, limit: int, complete_first: int, report: Any
+    url: str,
+    table: str,
+    execution_id: str,
+    limit: int,
+    complete_first: int,
+    report: Any,
+    history: str | None = None,
 ) -> None:
     """Claim a batch, complete ``complete_first`` rows, report, then wait to be killed."""
-    with AtomicStore(url) as store:
+    with opened(url, table, history, execution_id) as store:
         claimed = store.atomic_claim(table, where=PENDING, limit=limit, execution_id=execution_id)
         keys = [row["key"] for row in claimed["claimed"]]
         done = [key for key in keys[:complete_first] if complete(store, table, key, execution_id)]
@@ -63,11 +88,10 @@ def claim_complete_some_then_hang(
 
 
 def claim_and_complete_until_killed(
-    url: str, table: str, execution_id: str, batch: int, started: Any
+    url: str, table: str, execution_id: str, batch: int, started: Any, history: str | None = None
 ) -> None:
     """Claim and complete rows as fast as possible, forever: killed at a random moment."""
-    with AtomicStore(url) as store:
-        store.get(table, "__warm-up__")
+    with opened(url, table, history, execution_id) as store:
         started.set()
         while True:
             claimed = store.atomic_claim(
@@ -80,11 +104,16 @@ def claim_and_complete_until_killed(
 
 
 def rescue_stale_claims(
-    barrier: Any, url: str, table: str, threshold: str, execution_id: str, batch: int
+    barrier: Any,
+    url: str,
+    table: str,
+    threshold: str,
+    execution_id: str,
+    batch: int,
+    history: str | None = None,
 ) -> dict[str, list[str]]:
     """Re-claim stale rows in small batches until none is left; complete each one."""
-    with AtomicStore(url) as store:
-        store.get(table, "__warm-up__")
+    with opened(url, table, history, execution_id) as store:
         barrier.wait(timeout=60)
         reclaimed: list[str] = []
         completed: list[str] = []
@@ -106,7 +135,7 @@ def rescue_stale_claims(
 
 
 def stream_through_restarts(
-    barrier: Any, url: str, worker: int, stop_file: str, deadline: float
+    barrier: Any, url: str, worker: int, stop_file: str, deadline: float, history: str | None = None
 ) -> list[dict[str, Any]]:
     """Run update / claim / upsert operations until ``stop_file`` exists; log every outcome.
 
@@ -115,8 +144,7 @@ def stream_through_restarts(
     tell exactly which operations committed, including the ones that raised.
     """
     outcomes: list[dict[str, Any]] = []
-    with AtomicStore(url) as store:
-        store.get("counters", "__warm-up__")
+    with opened(url, "counters", history, f"worker-{worker}") as store:
         barrier.wait(timeout=60)
         n = 0
         while not os.path.exists(stop_file) and time.time() < deadline:
@@ -138,7 +166,7 @@ def stream_through_restarts(
     return outcomes
 
 
-def _operation(store: AtomicStore, kind: str, marker: str) -> Any:
+def _operation(store: Any, kind: str, marker: str) -> Any:
     if kind == "update":
         # One statement: the count and the marker commit together or not at all.
         return store.atomic_update(

@@ -163,9 +163,12 @@ def test_the_public_api_is_pinned():
         "AtomicUpdateOperator",
         "AtomicUpsertOperator",
         "ConnectionConfigError",
+        "DuplicateMemberError",
         "IdempotencyKeyError",
         "MutationError",
+        "ResultTooLargeError",
         "SpecError",
+        "StoreLocationError",
         "StoreUnavailableError",
     ]
 

@@ -10,6 +10,7 @@ from airflow_atomic_store.exceptions import (
     AccessDeniedError,
     AtomicStoreError,
     MutationError,
+    ResultTooLargeError,
     StoreUnavailableError,
 )
 from airflow_atomic_store.store.postgres import schema
@@ -22,6 +23,10 @@ _TRANSIENT_PREFIXES = ("08", "40", "53", "55P03", "57")
 #: privilege (42501), an unknown database (3D000).
 _ACCESS_DENIED_PREFIXES = ("28", "42501", "3D000")
 #: The same refusals when connecting, where libpq gives the server's text but no SQLSTATE.
+#: PostgreSQL's own limit on one jsonb value, met before ``atomic_store_receipt_v1``
+#: can measure a result built larger (SQLSTATE 54000, program_limit_exceeded).
+_JSONB_TOO_LARGE = re.compile(r"total size of jsonb (?:array|object) elements exceeds the maximum")
+JSONB_MAX_BYTES = 268_435_455
 _ACCESS_DENIED_TEXT = re.compile(
     r"authentication failed"  # password (28P01), ident, peer, GSSAPI, LDAP, cert…
     r"|no password supplied"
@@ -39,6 +44,11 @@ def translate(exc: psycopg.Error, secrets: tuple[str, ...]) -> AtomicStoreError:
     if state == schema.MUTATION_ERROR_SQLSTATE:
         diag = exc.diag
         return MutationError(diag.message_detail or "mutations", diag.message_primary or "")
+    if state == schema.RESULT_TOO_LARGE_SQLSTATE:
+        diag = exc.diag
+        return ResultTooLargeError(int(diag.message_hint or 0), int(diag.message_detail or 0))
+    if state == "54000" and _JSONB_TOO_LARGE.search(text):
+        return ResultTooLargeError(JSONB_MAX_BYTES)
     if state.startswith(_ACCESS_DENIED_PREFIXES) or (
         not state and _ACCESS_DENIED_TEXT.search(text)
     ):

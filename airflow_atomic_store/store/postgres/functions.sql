@@ -73,6 +73,46 @@ BEGIN
 END
 $fn$;
 
+-- The exact decimal value of a double, with at least one fractional digit (a float
+-- stays a float): numeric's own cast from float8 keeps 15 significant digits. |x| is
+-- m * 2^-h for an integer m below 2^53; scaling a double by a power of two is exact.
+CREATE OR REPLACE FUNCTION atomic_store_exact_v1(x float8) RETURNS numeric
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    m float8 := abs(x);
+    h integer := 0;
+    base numeric;
+    n integer;
+    power numeric := 1;
+BEGIN
+    WHILE m >= 9007199254740992 LOOP  -- 2^53; m stays above 2^33, a normal double
+        m := m / 1048576;
+        h := h - 20;
+    END LOOP;
+    WHILE m * 1048576 <> trunc(m * 1048576) LOOP  -- m < 2^52 here: no overflow
+        m := m * 1048576;
+        h := h + 20;
+    END LOOP;
+    WHILE m <> trunc(m) LOOP
+        m := m * 2;
+        h := h + 1;
+    END LOOP;
+    -- 2^-h as an exact numeric by squaring (numeric products are exact)
+    base := CASE WHEN h > 0 THEN 0.5 ELSE 2 END;
+    n := abs(h);
+    WHILE n > 0 LOOP
+        IF n % 2 = 1 THEN
+            power := power * base;
+        END IF;
+        n := n / 2;
+        IF n > 0 THEN
+            base := base * base;
+        END IF;
+    END LOOP;
+    RETURN round(sign(x)::numeric * m::bigint::numeric * power, greatest(h, 1));
+END
+$fn$;
+
 CREATE OR REPLACE FUNCTION atomic_store_add_v1(current jsonb, delta jsonb, field text)
 RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
@@ -80,7 +120,7 @@ DECLARE
     a numeric;
     b numeric := delta::numeric;
     total numeric;
-    total_text text;
+    total_float float8;
 BEGIN
     IF current IS NULL OR jsonb_typeof(current) = 'null' THEN
         a := 0;
@@ -100,18 +140,27 @@ BEGIN
         RETURN to_jsonb(total);
     END IF;
     BEGIN
-        -- float8's text is the shortest exact form, as Python writes it (1e+16
-        -- included); as numeric with at least one fractional digit it is stored
-        -- positionally ("10000000000000000.0") and reads back as a float.
-        total_text := (a::float8 + b::float8)::text;
-        total := total_text::numeric;
-        IF scale(total) = 0 THEN
-            total := round(total, 1);
-        END IF;
-        RETURN to_jsonb(total);
+        total_float := a::float8 + b::float8;  -- raises on overflow to infinity
     EXCEPTION WHEN numeric_value_out_of_range THEN
         RETURN atomic_store_fail_v1(field, 'increment result is not a finite number');
     END;
+    RETURN to_jsonb(atomic_store_exact_v1(total_float));  -- as jsonb.py writes floats
+END
+$fn$;
+
+-- A keyed call's result, refused (SQLSTATE AS002, the statement aborts) when it is too
+-- large to record: store/receipts.py's MAX_RESULT_BYTES, bound by the statement.
+CREATE OR REPLACE FUNCTION atomic_store_receipt_v1(result jsonb, max_bytes bigint)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+    size bigint := pg_column_size(result);
+BEGIN
+    IF size > max_bytes THEN
+        RAISE EXCEPTION USING ERRCODE = 'AS002', MESSAGE = 'result too large for its receipt',
+            DETAIL = size::text, HINT = max_bytes::text;
+    END IF;
+    RETURN result;
 END
 $fn$;
 

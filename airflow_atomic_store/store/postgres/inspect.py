@@ -49,6 +49,8 @@ DIALECT = SnapshotDialect(
         "SELECT t.name, count(*) FROM {table} AS r JOIN {tables} AS t ON t.id = r.table_id "
         "GROUP BY t.name"
     ),
+    time_param="%s::timestamptz",
+    minutes_since="floor(extract(epoch FROM {column} - {mark}) / 60)::bigint",
 )
 
 

@@ -32,7 +32,10 @@ def conflict_constraint(storage_table: str) -> str:
 
 def parameters(receipt: Receipt) -> tuple[Any, ...]:
     """The receipt CTE's parameters, in the order ``_RECEIPT`` takes them."""
-    return receipt.key, receipt.primitive, receipt.table, receipt.target, receipt.retention
+    return (
+        *(receipt.key, receipt.primitive, receipt.table, receipt.target),
+        *(receipt.max_result_bytes, receipt.retention),
+    )
 
 
 def is_conflict(exc: psycopg.Error, storage_table: str) -> bool:

@@ -16,6 +16,7 @@ walk arrays by index because a query loop's set-up repeats in every transaction
 
 from __future__ import annotations
 
+import random
 from importlib import resources
 
 from psycopg import sql
@@ -27,6 +28,8 @@ def sql_file(name: str) -> str:
 
 
 MUTATION_ERROR_SQLSTATE = "AS001"
+#: Raised by ``atomic_store_receipt_v1``: a keyed call's result is too large to record.
+RESULT_TOO_LARGE_SQLSTATE = "AS002"
 APPLY_FUNCTION = "atomic_store_apply_v1"
 #: Adds to one JSON value by the reference rules (raises AS001 where they fail).
 ADD_FUNCTION = "atomic_store_add_v1"
@@ -59,6 +62,8 @@ FUNCTION_NAMES = (
     "atomic_store_fail_v1",
     "atomic_store_set_v1",
     "atomic_store_get_v1",
+    "atomic_store_exact_v1",
+    "atomic_store_receipt_v1",
     ADD_FUNCTION,
     APPLY_FUNCTION,
 )
@@ -76,7 +81,12 @@ def schema_tables(table_name: str) -> dict[str, bytes]:
     receipts = f"{table_name}_receipts"
     return {
         tables_catalog_name(table_name): TABLES_DDL.format(
-            tables=tables_catalog(table_name)
+            tables=tables_catalog(table_name),
+            ids=sql.Identifier(f"{table_name}_table_ids").as_string(None),
+            ids_literal=sql.Literal(
+                sql.Identifier(f"{table_name}_table_ids").as_string(None)
+            ).as_string(None),
+            start=random.randrange(1, 2**30),  # tables_catalog.sql says why
         ).encode(),
         table_name: table_ddl(table_name),
         f"{table_name}_claim_sets": SETS_DDL.format(sets=sets_table(table_name)).encode(),

@@ -93,9 +93,12 @@ _SEED_EFFECT = sql.SQL(
 )
 #: With an idempotency key, the receipt is written by the same statement as the effect;
 #: a receipt already under that key aborts the statement (``receipts.run_keyed``).
+#: ``atomic_store_receipt_v1`` refuses a result over the receipt's size limit (a
+#: parameter), so the statement fails whole (``ResultTooLargeError``).
 _RECEIPT = sql.SQL(
     "INSERT INTO {receipts} (idempotency_key, primitive, table_name, target, result, expires_at) "
-    "SELECT %s, %s, %s, %s, {result}, clock_timestamp() + make_interval(secs => %s) {source}"
+    "SELECT %s, %s, %s, %s, atomic_store_receipt_v1({result}, %s), "
+    "clock_timestamp() + make_interval(secs => %s) {source}"
 )
 #: ``pg_notify`` runs once, and only when ``changed`` has rows (a write that changed
 #: nothing wakes nobody); its channel is the statement's last parameter.

@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 
 from airflow_atomic_store.spec.paths import Segment
 from airflow_atomic_store.store.compiler import Fragment, OperatorSQL, PathSQL, inline_parameters
+from airflow_atomic_store.store.postgres.jsonb import exact_numeric, jsonb
 
 
 def literal(value: Any) -> str:
@@ -89,16 +90,18 @@ def path_sql(segments: tuple[Segment, ...], root: str = "r.value") -> PathSQL:
 
 
 def as_jsonb(value: Any) -> Jsonb:
-    return Jsonb(value)
+    """A condition value as ``jsonb``, floats by their exact value as rows store them."""
+    return jsonb(value)
 
 
 def as_numeric(value: Any) -> Decimal | int:
-    """Bind numbers as numeric: exact for integers, shortest repr for floats."""
-    return value if isinstance(value, int) else Decimal(repr(value))
+    """A number as ``numeric``, a float by its exact value: ``numeric`` compares
+    decimals, and only the exact one compares with an integer as Python does."""
+    return exact_numeric(value)
 
 
 def as_jsonb_array(values: Any) -> list[Jsonb]:
-    return [Jsonb(item) for item in values]
+    return [jsonb(item) for item in values]
 
 
 def as_text(value: Any) -> str:

@@ -6,6 +6,8 @@ already hold a store: no directory, journal mode or schema is made or changed.
 
 from __future__ import annotations
 
+import errno
+import os
 import random
 import sqlite3
 import threading
@@ -19,6 +21,7 @@ from pathlib import Path
 from airflow_atomic_store.exceptions import (
     AtomicStoreError,
     ConnectionConfigError,
+    StoreLocationError,
     StoreUnavailableError,
 )
 from airflow_atomic_store.store.sqlite.where import register_functions
@@ -33,6 +36,26 @@ _TRANSIENT_MESSAGES = ("locked", "busy", "unable to open", "disk i/o")
 def is_transient(exc: sqlite3.OperationalError) -> bool:
     """Lock waits that outlasted the busy timeout and I/O trouble: a retry may succeed."""
     return any(text in str(exc).lower() for text in _TRANSIENT_MESSAGES)
+
+
+def permanent_problem(path: str) -> str | None:
+    """Why the store file can never be opened where it is, or None if a retry may help.
+
+    SQLite reports both as "unable to open database file", as it does a brief
+    shortage (file descriptors, a network filesystem's hiccup): a directory at the
+    store's path, and a read-only filesystem (SQLite writes a journal, or the WAL's
+    ``-wal`` and ``-shm`` files, beside the store even to read it).
+    """
+    place = Path(path)
+    if place.is_dir():
+        return f"{path} is a directory; a SQLite store URL names a file"
+    existing = next((p for p in (place, *place.parents) if p.exists()), None)
+    if existing is not None and os.statvfs(existing).f_flag & os.ST_RDONLY:
+        return (
+            f"{existing} is on a read-only filesystem; a SQLite store needs a writable "
+            "directory (it writes its journal and WAL files beside the store file)"
+        )
+    return None
 
 
 class SqliteConnection:
@@ -169,6 +192,8 @@ class SqliteConnection:
             except sqlite3.OperationalError as exc:
                 if not is_transient(exc) or time.monotonic() > deadline:
                     raise
+                if permanent_problem(self._path):  # waiting would not open it (60 s by default)
+                    raise
                 time.sleep(random.uniform(0.005, 0.05))
 
     @property
@@ -207,12 +232,18 @@ class SqliteConnection:
                     raise
                 connection.execute("COMMIT")
             except sqlite3.OperationalError as exc:
+                if "unable to open" in str(exc) and (problem := permanent_problem(self._path)):
+                    raise StoreLocationError(f"SQLite store cannot open: {problem}") from exc
                 if is_transient(exc):
                     raise StoreUnavailableError(f"SQLite store unavailable: {exc}") from exc
                 raise AtomicStoreError(f"SQLite store error: {exc}") from exc
             except sqlite3.Error as exc:
                 raise AtomicStoreError(f"SQLite store error: {exc}") from exc
             except OSError as exc:  # the store file's directory cannot be created
+                if exc.errno == errno.EROFS:
+                    raise StoreLocationError(
+                        f"SQLite store cannot open: {exc.filename} is on a read-only filesystem"
+                    ) from exc
                 raise StoreUnavailableError(f"SQLite store unavailable: {exc}") from exc
 
     def close(self) -> None:

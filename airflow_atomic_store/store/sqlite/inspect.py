@@ -35,6 +35,8 @@ DIALECT = SnapshotDialect(
     parse_value=json.loads,
     table_column="table_name",
     table_counts="SELECT table_name, count(*) FROM {table} GROUP BY table_name",
+    time_param="?",  # timestamps are canonical text: they compare as text
+    minutes_since="CAST((julianday({column}) - julianday({mark})) * 1440 AS INTEGER)",
 )
 
 

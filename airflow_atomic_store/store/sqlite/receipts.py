@@ -44,6 +44,9 @@ def record(
     """Write the receipt of a keyed call beside its effect, in the same transaction."""
     if receipt is None:
         return
+    text = dumps(result)
+    if len(text) * 4 > receipt.max_result_bytes:  # UTF-8 takes at most 4 bytes a character
+        receipt.check_result_size(len(text.encode()))  # raises: the transaction rolls back
     connection.execute(
         statement("record_receipt"),
         (
@@ -51,7 +54,7 @@ def record(
             receipt.primitive,
             receipt.table,
             receipt.target,
-            dumps(result),
+            text,
             timestamps.now(),
             timestamps.shifted(timedelta(seconds=receipt.retention)),
         ),
