@@ -62,7 +62,7 @@ class Terminator(threading.Thread):
         try:
             self.started.wait(timeout=120)
             with psycopg.connect(self.admin_url, autocommit=True) as admin:
-                while not self.stop.wait(rng.uniform(0.1, 0.25)):
+                while not self.stop.wait(rng.uniform(0.03, 0.1)):
                     row = admin.execute(
                         "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) "
                         "FROM pg_stat_activity WHERE usename = %s",
@@ -126,7 +126,9 @@ def _run(
     try:
         results = run_in_processes(
             fault_workers.keyed_stream,
-            [(url, pooled, str(history), f"w{n}", scaled(15, 200)) for n in range(WORKERS)],
+            # Rounds enough for the terminator's first pass to find calls in flight: a
+            # round takes a few ms once the store is open.
+            [(url, pooled, str(history), f"w{n}", scaled(80, 400)) for n in range(WORKERS)],
             timeout=300,
         )
     finally:
@@ -177,7 +179,9 @@ def test_keyed_primitives_stay_linearizable_when_workers_are_killed_and_retried(
     history = tmp_path / "history"
     fault_workers.set_up(store, history)
     context = multiprocessing.get_context("spawn")
-    rounds = scaled(12, 100)
+    # Enough rounds that kills land among calls: a worker runs a round in a few ms once
+    # its store is open (no set to build first), so 12 rounds ended before the first kill.
+    rounds = scaled(60, 300)
     progress = {f"w{n}": context.Value("i", 0) for n in range(WORKERS)}
     busy = {me: context.Value("i", 0) for me in progress}
     incarnations: Counter[str] = Counter()
@@ -199,7 +203,7 @@ def test_keyed_primitives_stay_linearizable_when_workers_are_killed_and_retried(
     deadline = time.monotonic() + 240
     while any(process.is_alive() for process in running.values()):
         assert time.monotonic() < deadline, "the workers did not finish"
-        time.sleep(rng.uniform(0.1, 0.4))
+        time.sleep(rng.uniform(0.02, 0.1))
         alive = [me for me, process in running.items() if process.is_alive() and busy[me].value]
         if alive and len(killed) < KILLS:
             me = rng.choice(alive)
