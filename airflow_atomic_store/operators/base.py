@@ -33,7 +33,6 @@ from airflow_atomic_store.templating import (
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_atomic_store.operators.waiting import Wait
 
 _RETURN_KEY = "return_value"
 #: Errors a retry cannot fix: the task fails at once, without retries.
@@ -104,8 +103,11 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
     ui_color = "#d6eaf8"
     #: The primitive's name in metrics: ``atomic_store.<primitive>.<measure>``.
     primitive: ClassVar[str]
-    #: A deferrable operator's wait (``operators/waiting.py``), set by its constructor.
-    _wait: Wait
+    #: Where a deferrable operator's wait stands when Airflow resumes it: ``(round,
+    #: deadline, waited_out)``, set by :meth:`resume_after_wait` on the task's own copy of
+    #: the operator. A tuple, never mutated: Airflow runs a shallow copy of the DAG's
+    #: operator, and state mutated in place would leak into the DAG's next run.
+    _resumed: tuple[int, str | None, bool] = (0, None, False)
     #: The template field being rendered, while it is (its elements are not checked alone).
     _rendering_field: str | None = None
 
@@ -249,10 +251,10 @@ class BaseAtomicOperator(BaseOperator, SkipMixin):
     ) -> dict[str, Any]:
         """Back from the triggerer (a deferrable operator's wait, ``operators/waiting.py``):
         attempt round ``round``, or wait again if another writer won meanwhile."""
-        wait = self._wait
-        wait.resumed(event, round, deadline)
-        if wait.waited_out:
-            self.log.info("waited %ss: trying once more", wait.wait_timeout)
+        waited_out = bool(event) and event.get("status") == "timeout"  # type: ignore[union-attr]
+        self._resumed = (round, deadline, waited_out)
+        if waited_out:
+            self.log.info("waited %ss: trying once more", getattr(self, "wait_timeout", None))
         return self.execute(context)
 
     def _final(self, exc: Exception) -> AirflowFailException:

@@ -146,7 +146,6 @@ class AtomicClaimOperator(BaseAtomicOperator):
         self.deferrable = deferrable
         self.wait_timeout = parse_wait_timeout(wait_timeout)
         self.poll_interval = parse_seconds(poll_interval, "poll_interval")
-        self._wait = Wait(self.wait_timeout)  # its round and deadline: see resume_after_wait
         self.where = where
         self.match = match
         self.mutations = mutations
@@ -160,7 +159,8 @@ class AtomicClaimOperator(BaseAtomicOperator):
     ) -> dict[str, Any]:
         if not self.deferrable:
             return self._claim(hook, atomic, idempotency_key)
-        return self._wait.attempt(
+        wait = Wait(self.wait_timeout, *self._resumed)  # a fresh one per run of the task
+        return wait.attempt(
             self,
             idempotency_key,
             lambda key: self._claim(hook, atomic, key),

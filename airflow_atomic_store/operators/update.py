@@ -100,7 +100,6 @@ class AtomicUpdateOperator(BaseAtomicOperator):
         self.deferrable = deferrable
         self.wait_timeout = parse_wait_timeout(wait_timeout)
         self.poll_interval = parse_seconds(poll_interval, "poll_interval")
-        self._wait = Wait(self.wait_timeout)  # its round and deadline: see resume_after_wait
         self.key = key
         self.mutations = mutations
         self.where = where
@@ -111,7 +110,8 @@ class AtomicUpdateOperator(BaseAtomicOperator):
     ) -> dict[str, Any]:
         if not self.deferrable:
             return self._update(hook, idempotency_key)
-        return self._wait.attempt(
+        wait = Wait(self.wait_timeout, *self._resumed)  # a fresh one per run of the task
+        return wait.attempt(
             self,
             idempotency_key,
             lambda key: self._update(hook, key),

@@ -11,7 +11,7 @@ after a third of the store's ``receipt_retention``, and a retry has the rest.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -38,10 +38,11 @@ def parse_wait_timeout(wait_timeout: timedelta | float | None) -> float | None:
 
 @dataclass
 class Wait:
-    """One deferrable operator's wait: which round it is in and until when it waits.
+    """One run of a deferrable operator's wait: which round it is in, until when it waits.
 
-    Airflow makes the operator anew when the trigger fires; the round and deadline
-    come back as the resume method's kwargs (:meth:`resumed`).
+    Made afresh for each run of the task, from where the wait stood when Airflow
+    resumed it (``BaseAtomicOperator.resume_after_wait``: the round and deadline come
+    back as the resume method's kwargs).
     """
 
     wait_timeout: float | None
@@ -136,8 +137,3 @@ class Wait:
             kwargs={"round": self.round, "deadline": self.deadline},
             timeout=timeout,
         )
-
-    def resumed(self, event: Mapping[str, Any] | None, round: int, deadline: str | None) -> None:
-        """Back from the triggerer: the round to try, and whether the wait timed out."""
-        self.round, self.deadline = round, deadline
-        self.waited_out = bool(event) and event.get("status") == "timeout"  # type: ignore[union-attr]

@@ -179,3 +179,34 @@ def test_bad_deferral_arguments_of_an_update_fail_at_dag_parse_naming_the_field(
     with pytest.raises(SpecError) as raised:
         AtomicUpdateOperator(task_id="take", table="t", key="k", mutations=TAKE_TOKEN, **kwargs)
     assert raised.value.field == field
+
+
+def test_a_waits_rounds_do_not_leak_into_the_next_run_of_the_same_dag(
+    run_dag: RunDag, store_conn: str, store_url: str, dag_id: str
+) -> None:
+    """Airflow runs a shallow copy of the DAG's operator: a wait's state kept in a
+    mutable object on it leaked into the next run, whose first attempt then ran as
+    round 1 (and a recipe waiting for round 0's receipt waited for ever)."""
+    with AtomicStore(store_url) as store:
+        store.put("buckets", "api", {"tokens": 0})
+    with new_dag(dag_id) as dag:
+        _take(store_conn, wait_timeout=timedelta(minutes=2))
+    writer = late_writer.start(
+        store_url,
+        "buckets",
+        "api",
+        delay=1.0,
+        value={"tokens": 1},
+        after_receipt=f"{dag_id}/%/take/-1",
+    )
+    try:
+        waited = run_dag(dag)
+    finally:
+        writer.wait(timeout=400)
+    with AtomicStore(store_url) as store:
+        store.put("buckets", "api", {"tokens": 1})
+    again = run_dag(dag)  # the same DAG object, in the same process
+    assert waited.xcom("take")["updated"] is True
+    assert again.xcom("take")["updated"] is True
+    first_round, _ = _rounds(store_url, again)
+    assert (first_round["updated"], first_round["replayed"]) == (True, True)  # round 0 applied
