@@ -7,6 +7,9 @@ retried task replays the rounds that found nothing without waiting again, and
 stops at the round that applied (replaying it) or at the first round not yet run.
 The rounds' receipts must outlive the wait: a keyed wait ends, as if timed out,
 after a third of the store's ``receipt_retention``, and a retry has the rest.
+(Airflow 3.3's ``dag.test()`` resumes a task with the trigger's event in place of
+the deferral's kwargs: the resumed wait starts at round 1 with no deadline, which
+the rounds' receipts make harmless.)
 """
 
 from __future__ import annotations
