@@ -50,6 +50,26 @@ def _rounds(store_url: str, result: DagRunResult, task_id: str = "take") -> list
         ]
 
 
+def _run_while_another_process_refills(
+    run_dag: RunDag, dag: Any, store_url: str, dag_id: str, tokens: int = 1
+) -> DagRunResult:
+    """Run ``dag``; once its first attempt was refused, another process refills the bucket."""
+    writer = late_writer.start(
+        store_url,
+        "buckets",
+        "api",
+        delay=1.0,
+        value={"tokens": tokens},
+        after_receipt=f"{dag_id}/%/take/-1",
+    )
+    try:
+        result = run_dag(dag)
+    finally:
+        writer.wait(timeout=400)
+    assert writer.returncode == 0
+    return result
+
+
 @pytest.mark.parametrize("seeded", [True, False], ids=["guard-false", "row-missing"])
 def test_a_deferrable_update_waits_and_applies_once_another_process_makes_the_guard_true(
     run_dag: RunDag, store_conn: str, store_url: str, dag_id: str, seeded: bool
@@ -59,19 +79,7 @@ def test_a_deferrable_update_waits_and_applies_once_another_process_makes_the_gu
             store.put("buckets", "api", {"tokens": 0})
     with new_dag(dag_id) as dag:
         _take(store_conn, wait_timeout=timedelta(minutes=2))
-    writer = late_writer.start(
-        store_url,
-        "buckets",
-        "api",
-        delay=1.0,
-        value={"tokens": 1},
-        after_receipt=f"{dag_id}/%/take/-1",
-    )
-    try:
-        result = run_dag(dag)
-    finally:
-        writer.wait(timeout=400)
-    assert writer.returncode == 0
+    result = _run_while_another_process_refills(run_dag, dag, store_url, dag_id)
     assert result.state == "success"
     assert result.xcom("take")["updated"] is True
     assert result.xcom("take")["value"] == {"tokens": 0}
@@ -146,18 +154,7 @@ def test_a_retry_after_the_deferred_update_committed_replays_it_with_one_effect(
         store.put("buckets", "api", {"tokens": 0})
     with new_dag(dag_id, default_args=ONE_RETRY) as dag:
         _take(store_conn, wait_timeout=timedelta(minutes=2), post_execute=lost_after_commit)
-    writer = late_writer.start(
-        store_url,
-        "buckets",
-        "api",
-        delay=1.0,
-        value={"tokens": 5},
-        after_receipt=f"{dag_id}/%/take/-1",
-    )
-    try:
-        result = run_dag(dag)
-    finally:
-        writer.wait(timeout=400)
+    result = _run_while_another_process_refills(run_dag, dag, store_url, dag_id, tokens=5)
     assert (result.state_of("take"), result.try_number_of("take")) == ("success", 2)
     assert result.xcom("take")["updated"] is True
     assert result.xcom("take")["replayed"] is True  # the retry replayed round 1
@@ -191,18 +188,7 @@ def test_a_waits_rounds_do_not_leak_into_the_next_run_of_the_same_dag(
         store.put("buckets", "api", {"tokens": 0})
     with new_dag(dag_id) as dag:
         _take(store_conn, wait_timeout=timedelta(minutes=2))
-    writer = late_writer.start(
-        store_url,
-        "buckets",
-        "api",
-        delay=1.0,
-        value={"tokens": 1},
-        after_receipt=f"{dag_id}/%/take/-1",
-    )
-    try:
-        waited = run_dag(dag)
-    finally:
-        writer.wait(timeout=400)
+    waited = _run_while_another_process_refills(run_dag, dag, store_url, dag_id)
     with AtomicStore(store_url) as store:
         store.put("buckets", "api", {"tokens": 1})
     again = run_dag(dag)  # the same DAG object, in the same process
