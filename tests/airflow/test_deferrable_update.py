@@ -18,6 +18,7 @@ from airflow.sdk import task
 
 from airflow_atomic_store import AtomicStore, AtomicUpdateOperator, SpecError, timestamps
 from devkit.dagrun import DagRunResult, new_dag
+from tests.example_dags.deferrals import recorded_deferrals
 from tests.support import late_writer
 from tests.support.specs import HAS_TOKENS, ONE_RETRY, TAKE_TOKEN
 
@@ -79,10 +80,14 @@ def test_a_deferrable_update_waits_and_applies_once_another_process_makes_the_gu
             store.put("buckets", "api", {"tokens": 0})
     with new_dag(dag_id) as dag:
         _take(store_conn, wait_timeout=timedelta(minutes=2))
-    result = _run_while_another_process_refills(run_dag, dag, store_url, dag_id)
+    with recorded_deferrals() as waits:
+        result = _run_while_another_process_refills(run_dag, dag, store_url, dag_id)
     assert result.state == "success"
     assert result.xcom("take")["updated"] is True
     assert result.xcom("take")["value"] == {"tokens": 0}
+    # It waited deferred, in the trigger, with no task instance of its run running.
+    assert [(wait.task_id, wait.trigger) for wait in waits] == [("take", "RowWaitTrigger")]
+    assert waits[0].running == []
     refused, applied = _rounds(store_url, result)
     assert (refused["updated"], refused["replayed"]) == (False, True)
     assert (applied["updated"], applied["replayed"]) == (True, True)
