@@ -118,8 +118,11 @@ def verify(
     if deepest > SLOTS:
         raise checks.CheckFailed(f"{deepest} runs held the {SLOTS}-slot semaphore at once")
     deferred = sorted(run_id for run_id, polls in seen.items() if polls["deferred"])
-    if len(deferred) < RUNS - SLOTS:
-        raise checks.CheckFailed(f"only {deferred} were seen deferred of {RUNS} runs: {seen}")
+    # Not every run beyond the slots defers: one whose acquire starts just after a release
+    # takes the freed slot at once (seen in a run here: 3 of 6 deferred). That waiting runs
+    # wait deferred, never running in a worker slot, is the running-while-full check below.
+    if not deferred:
+        raise checks.CheckFailed(f"no run was seen deferred of {RUNS} runs: {seen}")
     in_worker = {
         run_id: polls["running-while-full"]
         for run_id, polls in seen.items()
