@@ -15,7 +15,6 @@ from airflow_atomic_store.store.compiler import WhereCompiler
 from airflow_atomic_store.store.postgres.where import (
     PostgresWhere,
     literal,
-    substitute_positional,
 )
 from airflow_atomic_store.store.postgres.where import (
     substitute_literals as postgres_literals,
@@ -90,7 +89,6 @@ def test_a_set_holds_only_plain_comparisons_with_bounded_literals(condition):
 def test_postgres_literals_replace_placeholders_but_not_doubled_percents():
     statement = "a = %s AND b LIKE '50%%s' AND c = %s"
     assert postgres_literals(statement, ["x%", 2]) == "a = 'x%%' AND b LIKE '50%%s' AND c = 2"
-    assert substitute_positional(statement) == "a = $1 AND b LIKE '50%s' AND c = $2"
 
 
 def test_remembered_postgres_literals_keep_each_values_type():

@@ -33,7 +33,6 @@ from airflow_atomic_store.store.postgres.set_locks import (
     build_lock,
     set_build_lock,
 )
-from airflow_atomic_store.store.postgres.where import without_placeholders
 
 __all__ = [
     "BUILD_LOCK_ID",
@@ -94,14 +93,33 @@ def predicate(where: WhereCompiler, claim_set: ClaimSet) -> str:
 
 def create_index(
     storage_table: str, name: str, claim_set: ClaimSet, predicate: str, *, concurrently: bool = True
-) -> str:
-    """The set's ``CREATE INDEX``: ``(table_id, order column, key)`` where its predicate holds."""
+) -> sql.Composed:
+    """The set's ``CREATE INDEX``: ``(table_id, order column, key)`` where its predicate holds.
+
+    The predicate is in psycopg's placeholder grammar (its literals' ``%`` doubled,
+    as in the claims that use the set): run the statement with an empty parameter
+    tuple, and psycopg itself turns ``%%`` back into ``%`` (:func:`run_ddl`).
+    """
     how = "CONCURRENTLY " if concurrently else ""
-    return (
-        f"CREATE INDEX {how}IF NOT EXISTS {sql.Identifier(name).as_string(None)} ON "
-        f"{sql.Identifier(storage_table).as_string(None)} (table_id, {claim_set.column}, key) "
-        f"WHERE {without_placeholders(predicate)}"
+    return sql.SQL(
+        "CREATE INDEX {how}IF NOT EXISTS {name} ON {table} ({columns}) WHERE {where}"
+    ).format(
+        how=sql.SQL(how),
+        name=sql.Identifier(name),
+        table=sql.Identifier(storage_table),
+        columns=sql.SQL(", ").join(map(sql.Identifier, ("table_id", claim_set.column, "key"))),
+        where=sql.SQL(predicate),
     )
+
+
+def run_ddl(cursor: psycopg.Cursor[Any], statement: sql.Composable | str) -> None:
+    """Run a statement written in psycopg's placeholder grammar that takes no parameters.
+
+    The empty tuple makes psycopg parse the placeholders (so ``%%`` is ``%``) and,
+    with no parameter to send, still use the simple query protocol, where
+    ``CREATE INDEX CONCURRENTLY`` runs; never prepared, since an index is built once.
+    """
+    cursor.execute(statement, (), prepare=False)
 
 
 def build(
@@ -200,7 +218,12 @@ def may_build_index(cursor: psycopg.Cursor[Any], table: str) -> bool:
 
 
 def build_concurrently(
-    cursor: psycopg.Cursor[Any], table: str, name: str, create: str, *, timeout: float | None
+    cursor: psycopg.Cursor[Any],
+    table: str,
+    name: str,
+    create: sql.Composable | str,
+    *,
+    timeout: float | None,
 ) -> Outcome:
     """Build one index ``CONCURRENTLY`` (under the build lock), bounded when ``timeout`` is set.
 
@@ -226,7 +249,7 @@ def build_concurrently(
             if outcome is not None:
                 return outcome
         try:
-            cursor.execute(create.encode())
+            run_ddl(cursor, create)
             return "ready"
         except psycopg.Error as exc:
             with contextlib.suppress(psycopg.Error):

@@ -203,21 +203,6 @@ def substitute_literals(statement: str, values: list[Any]) -> str:
     return _PLACEHOLDER.sub(replace, statement)
 
 
-def substitute_positional(statement: str) -> str:
-    """The statement with ``$1``, ``$2``… for its ``%s``, as ``PREPARE`` takes it."""
-    numbers = iter(range(1, 1 << 16))
-
-    def replace(match: re.Match[str]) -> str:
-        return "%" if match.group(0) == "%%" else f"${next(numbers)}"
-
-    return _PLACEHOLDER.sub(replace, statement)
-
-
-def without_placeholders(statement: str) -> str:
-    """Text for a statement run without parameters (DDL): ``%%`` back to ``%``."""
-    return statement.replace("%%", "%")
-
-
 class PostgresWhere:
     operators = OPERATORS
     match_all = " AND "
