@@ -18,7 +18,7 @@ from psycopg import sql
 
 from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.store.backend import is_set_index
-from airflow_atomic_store.store.claim_set_types import Origin, StoredSet
+from airflow_atomic_store.store.claim_set_types import BuildRequest, StoredSet
 from airflow_atomic_store.store.compiler import WhereCompiler
 from airflow_atomic_store.store.postgres import schema, session, set_catalog
 from airflow_atomic_store.store.postgres.set_catalog import (
@@ -112,7 +112,7 @@ def create_index(
     )
 
 
-def run_ddl(cursor: psycopg.Cursor[Any], statement: sql.Composable | str) -> None:
+def run_ddl(cursor: psycopg.Cursor[Any], statement: sql.Composed | str) -> None:
     """Run a statement written in psycopg's placeholder grammar that takes no parameters.
 
     The empty tuple makes psycopg parse the placeholders (so ``%%`` is ``%``) and,
@@ -123,56 +123,33 @@ def run_ddl(cursor: psycopg.Cursor[Any], statement: sql.Composable | str) -> Non
 
 
 def build(
-    cursor: psycopg.Cursor[Any],
-    *,
-    storage_table: str,
-    where: WhereCompiler,
-    claim_set: ClaimSet,
-    origin: Origin,
-    timeout: float | None,
-    automatic_limit: int,
-    idle_seconds: float,
+    cursor: psycopg.Cursor[Any], storage_table: str, where: WhereCompiler, request: BuildRequest
 ) -> StoredSet | None:
     """Record the set and build its index; see ``SetStorage.build_claim_set``.
 
     The set's lock comes first and stays held through the build: a claim that
     wants this set waits while it is held, and builds at once when it is not.
     """
-    automatic = timeout is not None
-    with set_build_lock(cursor, claim_set, wait=not automatic) as mine:
+    automatic = request.timeout is not None
+    with set_build_lock(cursor, request.claim_set, wait=not automatic) as mine:
         if not mine:
             return None  # another process builds this set: the caller waits for it
         with build_lock(cursor, wait=not automatic) as held:
             if not held:
                 return None  # another set's build (or a drop) runs: not waited for
-            return _build_locked(
-                cursor,
-                storage_table,
-                where,
-                claim_set,
-                origin,
-                timeout,
-                automatic_limit,
-                idle_seconds,
-            )
+            return _build_locked(cursor, storage_table, where, request)
 
 
 def _build_locked(
-    cursor: psycopg.Cursor[Any],
-    storage_table: str,
-    where: WhereCompiler,
-    claim_set: ClaimSet,
-    origin: Origin,
-    timeout: float | None,
-    automatic_limit: int,
-    idle_seconds: float,
+    cursor: psycopg.Cursor[Any], storage_table: str, where: WhereCompiler, request: BuildRequest
 ) -> StoredSet | None:
     """``build`` under both locks: nobody else chooses a name or builds now."""
+    claim_set, origin, timeout = request.claim_set, request.origin, request.timeout
     automatic = timeout is not None
     sets_table = schema.sets_table(storage_table)
     listed = set_catalog.load(cursor, sets_table)
     known = set_catalog.find(listed, claim_set)
-    if automatic and not _may_add(cursor, storage_table, known, automatic_limit, idle_seconds):
+    if automatic and not _may_add(cursor, storage_table, known, request):
         return None
     name = set_catalog.choose_name(cursor, storage_table, listed, claim_set)
     try:
@@ -198,16 +175,17 @@ def _may_add(
     cursor: psycopg.Cursor[Any],
     storage_table: str,
     known: StoredSet | None,
-    limit: int,
-    idle_seconds: float,
+    request: BuildRequest,
 ) -> bool:
     """Not given up on, and listed already or room under the store's bound (idle sets go)."""
     if known is not None:
         return known.state != "failed"
     sets_table = schema.sets_table(storage_table)
+    limit = request.automatic_limit
     if set_catalog.automatic_count(cursor, sets_table) < limit:
         return True
-    _drop_each(cursor, storage_table, set_catalog.idle_names(cursor, sets_table, idle_seconds))
+    idle = set_catalog.idle_names(cursor, sets_table, request.idle_seconds)
+    _drop_each(cursor, storage_table, idle)
     return set_catalog.automatic_count(cursor, sets_table) < limit
 
 
@@ -221,7 +199,7 @@ def build_concurrently(
     cursor: psycopg.Cursor[Any],
     table: str,
     name: str,
-    create: sql.Composable | str,
+    create: sql.Composed | str,
     *,
     timeout: float | None,
 ) -> Outcome:
