@@ -18,12 +18,14 @@ import pytest
 from airflow_atomic_store.store.backend import Backend
 from airflow_atomic_store.store.claim_set_types import SetStorage
 from airflow_atomic_store.store.notify import Listener, Notifications
+from airflow_atomic_store.store.snapshot import Snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Every statement the package writes is built under ``store/`` (no SQL elsewhere).
 SQL_PACKAGE = ROOT / "airflow_atomic_store" / "store"
 MAX_PLAIN_ARGUMENTS = 3
-PROTOCOLS = (Backend, SetStorage, Notifications, Listener)
+#: What a backend implements, and what its methods hand back (``Backend.snapshot``).
+PROTOCOLS = (Backend, SetStorage, Notifications, Listener, Snapshot)
 
 #: Text edits under ``store/`` that are not applied to SQL: ``(module, receiver, method)``
 #: as written in the source, and why each is allowed.
