@@ -3,8 +3,10 @@
 The compiler walks the parsed spec once and produces SQL text with the
 dialect's placeholders plus one parameter maker per placeholder: each
 operator writes its values through a :data:`Bind`, which the compiler
-answers with a placeholder (noting the maker) or with the value as a literal. Fragments depend only on the spec's *shape* (paths, operators,
-value kinds, match mode), never on its values, so they are cached and a hot
+answers with a placeholder (noting the maker) or with the value as a literal,
+so a value's place is chosen when the text is written, never searched for in
+it afterwards. The SQL depends only on the spec's *shape* (paths, operators,
+value kinds, match mode), never on its values, so it is cached and a hot
 loop binds new values into an already-built statement.
 
 Paths enter the text as literals quoted by the driver (see each dialect), so
