@@ -22,7 +22,7 @@ from typing import Any
 from airflow_atomic_store.exceptions import StoreUnavailableError
 from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.store.backend import check_storage_table, decoded, in_claim_order
-from airflow_atomic_store.store.claim_sets import IDLE_SECONDS, Origin, StoredSet
+from airflow_atomic_store.store.claim_sets import BuildRequest, StoredSet
 from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, NOTIFY_MODES, channel_for
 from airflow_atomic_store.store.postgres import claim_sets, receipts, schema, set_catalog
 from airflow_atomic_store.store.postgres.connection import Connect, PostgresConnection
@@ -120,25 +120,9 @@ class PostgresBackend:
         with self._cursor(many_rows=True) as cur:
             return claim_sets.load(cur, schema.sets_table(self._table_name))
 
-    def build_claim_set(
-        self,
-        claim_set: ClaimSet,
-        origin: Origin,
-        *,
-        timeout: float | None,
-        automatic_limit: int,
-    ) -> StoredSet | None:
+    def build_claim_set(self, request: BuildRequest) -> StoredSet | None:
         with self._cursor() as cur:
-            return claim_sets.build(
-                cur,
-                storage_table=self._table_name,
-                where=self._sql.where,
-                claim_set=claim_set,
-                origin=origin,
-                timeout=timeout,
-                automatic_limit=automatic_limit,
-                idle_seconds=IDLE_SECONDS,
-            )
+            return claim_sets.build(cur, self._table_name, self._sql.where, request)
 
     def build_in_progress(self, claim_set: ClaimSet) -> bool:
         with self._cursor() as cur:
