@@ -118,6 +118,7 @@ def _aged(aged: dict[str, Any]) -> list[Check]:
             ("recipe", "the recipe's claim with nothing prepared", 1.0),
             ("grown", "the recipe's claim, history grown under it", 1.0),
             ("declared", "the store with a declared set", 1.5),
+            ("delete", "delete-mode drain (issue 33)", 1.0),
         ):
             if name not in measured:
                 continue
@@ -192,4 +193,8 @@ def check(data: dict[str, Any]) -> list[Check]:
         checks += _aged(data["aged"])
     if "idempotency" in data:
         checks += _idempotency(data["idempotency"])
+    if "lifecycle" in data:
+        from bench.scenarios.lifecycle import target_check
+
+        checks.append(target_check(data["lifecycle"]))
     return checks

@@ -16,6 +16,7 @@ from bench.scenarios import (
     hot_key,
     idempotency,
     latency,
+    lifecycle,
     scale,
     sqlite_default,
     storage_soak,
@@ -33,4 +34,5 @@ SCENARIOS: dict[str, ModuleType] = {
     "idempotency": idempotency,
     "wakeup": wakeup,
     "soak": storage_soak,
+    "lifecycle": lifecycle,
 }
