@@ -160,8 +160,14 @@ def cycle(
             if now() > stop_at:
                 capped = True
                 break
-        return {"start": start, "end": now(), "keys": keys, "calls": calls, "capped": capped,
-                **meter.stop()}
+        return {
+            "start": start,
+            "end": now(),
+            "keys": keys,
+            "calls": calls,
+            "capped": capped,
+            **meter.stop(),
+        }
     finally:
         worker.close()
 

@@ -69,6 +69,9 @@ class Sizes:
     lifecycle_items: int = 4_000
     lifecycle_rounds: int = 3
     lifecycle_cap_seconds: float = 60.0
+    #: through Airflow, deployed (issue 33): items for the mapped and the batch recipe
+    dispatch_mapped_items: int = 200
+    dispatch_batch_items: int = 1_000
 
 
 FULL = Sizes(
@@ -146,6 +149,8 @@ QUICK = Sizes(
     lifecycle_items=1_000,
     lifecycle_rounds=1,
     lifecycle_cap_seconds=10.0,
+    dispatch_mapped_items=20,
+    dispatch_batch_items=100,
 )
 
 TINY = Sizes(
@@ -187,6 +192,8 @@ TINY = Sizes(
     lifecycle_items=80,
     lifecycle_rounds=1,
     lifecycle_cap_seconds=10.0,
+    dispatch_mapped_items=3,
+    dispatch_batch_items=10,
 )
 
 MODES = {sizes.mode: sizes for sizes in (FULL, QUICK, TINY)}

@@ -197,4 +197,8 @@ def check(data: dict[str, Any]) -> list[Check]:
         from bench.scenarios.lifecycle import target_check
 
         checks.append(target_check(data["lifecycle"]))
+    if "deployed" in data:
+        from bench.scenarios.airflow_deployed import target_check as deployed_check
+
+        checks.append(deployed_check(data["deployed"]))
     return checks

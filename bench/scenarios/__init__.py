@@ -12,6 +12,7 @@ from types import ModuleType
 from bench.scenarios import (
     aged_queue,
     airflow_dag,
+    airflow_deployed,
     claim_throughput,
     hot_key,
     idempotency,
@@ -35,4 +36,5 @@ SCENARIOS: dict[str, ModuleType] = {
     "wakeup": wakeup,
     "soak": storage_soak,
     "lifecycle": lifecycle,
+    "deployed": airflow_deployed,
 }

@@ -198,7 +198,7 @@ def section(data: dict[str, Any]) -> str:
             else ""
         )
         + (
-            " (f) delete-claims the same queue as (e) (`mode=\"delete\"`: the rows leave the "
+            ' (f) delete-claims the same queue as (e) (`mode="delete"`: the rows leave the '
             "table in the claim); (g) is pgmq-shaped `pop`, one DELETE … RETURNING (SKIP "
             "LOCKED) on (c)'s table."
             if "delete" in names

@@ -91,7 +91,9 @@ def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[st
 def median_rate(data: dict[str, Any], processes: int, batch: int, kind: str) -> float:
     """The median items/s of one variant in one configuration over the alternations."""
     return statistics.median(
-        r[kind]["rate"] for r in data["rounds"] if (r["processes"], r["batch"]) == (processes, batch)
+        r[kind]["rate"]
+        for r in data["rounds"]
+        if (r["processes"], r["batch"]) == (processes, batch)
     )
 
 
