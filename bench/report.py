@@ -65,6 +65,13 @@ def render(data: dict[str, Any], *, plot_name: str | None, remains: Path = REMAI
         if name not in data:
             continue
         lines += [f"## {number}. {module.TITLE} (`python -m bench {name}`)", ""]
+        if "run" in data[name]:  # merged from a run of its own (``--merge-into``)
+            run = data[name]["run"]
+            lines += [
+                f"*Measured in a run of its own: {run['date']}, {run['mode']} mode, load "
+                f"average {run['load']} at its start, store code {run['code']}.*",
+                "",
+            ]
         lines += [module.section(data[name]), ""]
     if meta["mode"] == "full":
         changes = compare.section(data)

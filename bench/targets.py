@@ -193,10 +193,18 @@ def check(data: dict[str, Any]) -> list[Check]:
         checks += _aged(data["aged"])
     if "idempotency" in data:
         checks += _idempotency(data["idempotency"])
+    if "soak" in data:
+        from bench.scenarios.storage_soak import target_checks
+
+        checks += target_checks(data["soak"])
     if "lifecycle" in data:
         from bench.scenarios.lifecycle import target_check
 
         checks.append(target_check(data["lifecycle"]))
+    if "delete" in data:
+        from bench.scenarios.delete_drain import target_check as delete_check
+
+        checks.append(delete_check(data["delete"]))
     if "deployed" in data:
         from bench.scenarios.airflow_deployed import target_check as deployed_check
 

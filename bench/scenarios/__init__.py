@@ -14,6 +14,7 @@ from bench.scenarios import (
     airflow_dag,
     airflow_deployed,
     claim_throughput,
+    delete_drain,
     hot_key,
     idempotency,
     latency,
@@ -37,4 +38,5 @@ SCENARIOS: dict[str, ModuleType] = {
     "soak": storage_soak,
     "lifecycle": lifecycle,
     "deployed": airflow_deployed,
+    "delete": delete_drain,
 }

@@ -87,11 +87,17 @@ def _prepare(name: str, url: str, queue_url: str, sizes: Sizes) -> str:
 TARGET_CELL = (4, 10)
 
 
-def _configuration(
-    url: str, queue_url: str, sizes: Sizes, processes: int, batch: int, turn: int
+def configuration(
+    url: str,
+    queue_url: str,
+    sizes: Sizes,
+    processes: int,
+    batch: int,
+    turn: int,
+    drains: tuple[str, ...] = tuple(DRAINS),
 ) -> dict[str, Any]:
-    """The drains of one configuration, back to back, starting at ``turn``'s drain."""
-    names = list(DRAINS)
+    """The ``drains`` of one configuration, back to back, starting at ``turn``'s drain."""
+    names = list(drains)
     entry: dict[str, Any] = {"processes": processes, "batch": batch}
     turn %= len(names)
     order = names[turn:] + names[:turn]
@@ -114,7 +120,7 @@ def _drains(url: str, queue_url: str, sizes: Sizes) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for processes in sizes.aged_processes:
         for batch in sizes.aged_batches:
-            rows.append(_configuration(url, queue_url, sizes, processes, batch, len(rows)))
+            rows.append(configuration(url, queue_url, sizes, processes, batch, len(rows)))
     return rows
 
 
@@ -122,7 +128,7 @@ def _target_repeats(url: str, queue_url: str, sizes: Sizes) -> list[dict[str, An
     """More alternations at :data:`TARGET_CELL`, each starting with the next drain."""
     processes, batch = TARGET_CELL
     return [
-        _configuration(url, queue_url, sizes, processes, batch, turn + 1)
+        configuration(url, queue_url, sizes, processes, batch, turn + 1)
         for turn in range(sizes.aged_target_repeats)
     ]
 
@@ -233,7 +239,7 @@ def section(data: dict[str, Any]) -> str:
         ],
         body,
     )
-    lines += _target_cell_table(data)
+    lines += target_cell_table(data)
     lat, stale = data["latency"], data["stale"]
     lines += [
         "",
@@ -317,7 +323,7 @@ def section(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _target_cell_table(data: dict[str, Any]) -> list[str]:
+def target_cell_table(data: dict[str, Any]) -> list[str]:
     """The target configuration's drains, alternated again (absent from older data)."""
     from bench.report_format import table
 

@@ -82,6 +82,25 @@ def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[st
     return data
 
 
+def target_checks(data: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """Per backend: size and claim rate at the last cycle within 1.2x of the base cycle."""
+    base = min(BASE_CYCLE, data["cycles"]) - 1
+    checks = []
+    for backend in ("postgres", "sqlite"):
+        first, last = data[backend][base], data[backend][-1]
+        size = last["bytes"] / first["bytes"]
+        slower = first["claim_rows_per_s"] / last["claim_rows_per_s"]
+        checks.append(
+            (
+                f"storage soak, {backend}: size and claim rate at cycle {data['cycles']} "
+                f"≤ {TARGET}x cycle {base + 1}",
+                f"size {size:.2f}x, claim {slower:.2f}x slower",
+                size <= TARGET and slower <= TARGET,
+            )
+        )
+    return checks
+
+
 def section(data: dict[str, Any]) -> str:
     from bench.report_format import ratio, table
 
