@@ -12,8 +12,8 @@ delete-claim against ``read`` + ``delete``. Each step is metered on its own
 from __future__ import annotations
 
 import statistics
-from functools import partial
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from airflow_atomic_store import timestamps
