@@ -93,6 +93,9 @@ def _write(data: dict[str, Any], report_path: Path, plot_path: Path | None, tiny
         if plot.draw(data, plot_path):
             plot_name = plot_path.name
             progress(f"plot: {plot_path}")
+    elif plot_path.exists():  # rebuilding the page only: keep the figure already drawn
+        plot_name = plot_path.name
+        progress(f"matplotlib is missing: {plot_path} kept as it is")
     elif not tiny:
         raise SystemExit("matplotlib is missing: run `make bench` (bench group)")
     report_path.parent.mkdir(parents=True, exist_ok=True)
