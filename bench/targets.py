@@ -118,7 +118,7 @@ def _aged(aged: dict[str, Any]) -> list[Check]:
             ("recipe", "the recipe's claim with nothing prepared", 1.0),
             ("grown", "the recipe's claim, history grown under it", 1.0),
             ("declared", "the store with a declared set", 1.5),
-            ("delete", "delete-mode drain (issue 33)", 1.0),
+            ("delete", "delete-mode drain", 1.0),
         ):
             if name not in measured:
                 continue

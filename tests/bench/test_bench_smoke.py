@@ -27,6 +27,7 @@ SCENARIOS = [
     "wakeup",
     "soak",
     "lifecycle",
+    "delete",
 ]
 #: minutes each (a deployment, or Airflow's first ``dag.test()``): only under ATOMIC_STORE_LONG
 LONG_SCENARIOS = ["airflow", "deployed"]
@@ -60,7 +61,10 @@ def test_the_benchmark_harness_runs_every_scenario_and_writes_a_report(tmp_path:
     for heading in ("Hot key contention", "Scale", "SQLite default", "Aged queue", "Storage soak"):
         assert heading in text
     assert "limit-1 claim p50 ≤ 1.25x a guarded single-row update" in text  # aged targets
-    assert "delete-mode drain (issue 33) ≥ 1.0x pgmq-shaped read+delete" in text
+    assert (
+        text.count("batch 10: delete-mode drain ≥ 1.0x pgmq-shaped read+delete") >= 3
+    )  # aged, delete
+    assert "## 13. Delete-mode drain" in text
     assert "(f) store, delete mode rows/s" in text and "(g) pgmq-shaped pop rows/s" in text
     assert "Lifecycle" in text and "≥ 1.0x pgmq-shaped send/read/archive" in text
     assert "Every item retired exactly once: yes" in text
