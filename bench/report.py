@@ -39,6 +39,13 @@ def render(data: dict[str, Any], *, plot_name: str | None, remains: Path = REMAI
         "minute) or `python -m bench claim scale` (chosen scenarios).",
         "",
     ]
+    merged = [n for n, (name, _) in enumerate(SCENARIOS.items(), 1) if "run" in data.get(name, {})]
+    if merged:
+        lines[-1:-1] = [
+            "",
+            "Sections " + ", ".join(map(str, merged)) + " were measured in runs of their own "
+            "(`--merge-into`); each names its run, and the other sections are this run's.",
+        ]
     checks = targets.check(data)
     if checks:
         lines += ["## Targets", ""]
