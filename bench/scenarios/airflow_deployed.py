@@ -132,6 +132,11 @@ def section(data: dict[str, Any]) -> str:
             "of the floor's items/s (same item counts): the part of a run beyond its floor "
             f"(the store calls with their Python, and the recipe's own) is "
             f"{100 * beyond['mapped']:.0f} % of the mapped run and {100 * beyond['batch']:.0f} % "
-            "of the batch run.",
+            "of the batch run"
+            + (
+                " (below zero: the floor's run was the slower one, within this machine's noise)."
+                if min(beyond.values()) < 0
+                else "."
+            ),
         ]
     )
