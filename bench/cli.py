@@ -46,6 +46,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-plot", action="store_true", help="skip the figure")
     parser.add_argument("--json", type=Path, help="where to save the raw data")
     parser.add_argument("--from-json", type=Path, help="only rebuild report and plot from data")
+    parser.add_argument(
+        "--merge-into",
+        type=Path,
+        help="put the chosen scenarios' data into a saved run's data (bench/results/full.json), "
+        "each stamped with its own run, and rebuild the page from it (default: docs/)",
+    )
     return parser
 
 
@@ -87,11 +93,40 @@ def _write(data: dict[str, Any], report_path: Path, plot_path: Path | None, tiny
         if plot.draw(data, plot_path):
             plot_name = plot_path.name
             progress(f"plot: {plot_path}")
+    elif plot_path.exists():  # rebuilding the page only: keep the figure already drawn
+        plot_name = plot_path.name
+        progress(f"matplotlib is missing: {plot_path} kept as it is")
     elif not tiny:
         raise SystemExit("matplotlib is missing: run `make bench` (bench group)")
     report_path.parent.mkdir(parents=True, exist_ok=True)
     report_path.write_text(report.render(data, plot_name=plot_name))
     progress(f"report: {report_path}")
+
+
+def _merge(args: argparse.Namespace, names: list[str], sizes: Sizes) -> int:
+    """Measure ``names`` and put them into the saved run at ``args.merge_into``.
+
+    The page keeps the saved run's other scenarios and its plot (not redrawn);
+    each merged section names the run it comes from, so figures of two runs are
+    never read as one.
+    """
+    measured = _measure(names, sizes)
+    meta = measured.pop("meta")
+    stamp = {
+        "date": meta["date"],
+        "mode": meta["mode"],
+        "load": meta["machine"]["load average at start"],
+        "code": meta["machine"]["store code"],
+    }
+    saved = json.loads(args.merge_into.read_text())
+    for name in names:
+        saved[name] = {**measured[name], "run": stamp}
+    args.merge_into.write_text(json.dumps(saved, indent=1, default=str))
+    report_path = args.report or DOCS_REPORT
+    plot_name = DOCS_PLOT.name if DOCS_PLOT.exists() and report_path == DOCS_REPORT else None
+    report_path.write_text(report.render(saved, plot_name=plot_name))
+    progress(f"merged {', '.join(names)} into {args.merge_into}; report: {report_path}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     sizes = MODES["quick" if args.quick else "tiny" if args.tiny else "full"]
     names = args.scenarios or list(SCENARIOS)
+    if args.merge_into:
+        return _merge(args, names, sizes)
     report_path, plot_path, json_path = _outputs(args, sizes, everything=not args.scenarios)
     data = _measure(names, sizes)
     json_path.parent.mkdir(parents=True, exist_ok=True)

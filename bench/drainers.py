@@ -25,7 +25,7 @@ from bench.handwritten import (
     pg_table_id,
 )
 from bench.loading import PENDING_WHERE, QUEUE
-from bench.readdelete_queue import ReadDeleteClaimer
+from bench.readdelete_queue import PopClaimer, ReadDeleteClaimer
 from bench.timing import now
 from devkit.processes import run_in_processes
 
@@ -77,6 +77,16 @@ class StoreClaimer(_PendingCheck):
     def close(self) -> None:
         self.store.close()
         super().close()
+
+
+class DeleteStoreClaimer(StoreClaimer):
+    """``atomic_claim(mode="delete")``: the claimed rows leave the table in the claim."""
+
+    def claim(self) -> list[str]:
+        result = self.store.atomic_claim(
+            QUEUE, where=PENDING_WHERE, limit=self.batch, mode="delete"
+        )
+        return [row["key"] for row in result["claimed"]]
 
 
 class UnassistedStoreClaimer(StoreClaimer):
@@ -159,7 +169,9 @@ CLAIMERS: dict[str, Any] = {
     "partial": PartialIndexClaimer,
     "sql": SqlClaimer,
     "naive": NaiveClaimer,
+    "store_delete": DeleteStoreClaimer,
     "readdelete": ReadDeleteClaimer,
+    "pop": PopClaimer,
 }
 
 

@@ -39,6 +39,13 @@ def render(data: dict[str, Any], *, plot_name: str | None, remains: Path = REMAI
         "minute) or `python -m bench claim scale` (chosen scenarios).",
         "",
     ]
+    merged = [n for n, (name, _) in enumerate(SCENARIOS.items(), 1) if "run" in data.get(name, {})]
+    if merged:
+        lines[-1:-1] = [
+            "",
+            "Sections " + ", ".join(map(str, merged)) + " were measured in runs of their own "
+            "(`--merge-into`); each names its run, and the other sections are this run's.",
+        ]
     checks = targets.check(data)
     if checks:
         lines += ["## Targets", ""]
@@ -65,6 +72,13 @@ def render(data: dict[str, Any], *, plot_name: str | None, remains: Path = REMAI
         if name not in data:
             continue
         lines += [f"## {number}. {module.TITLE} (`python -m bench {name}`)", ""]
+        if "run" in data[name]:  # merged from a run of its own (``--merge-into``)
+            run = data[name]["run"]
+            lines += [
+                f"*Measured in a run of its own: {run['date']}, {run['mode']} mode, load "
+                f"average {run['load']} at its start, store code {run['code']}.*",
+                "",
+            ]
         lines += [module.section(data[name]), ""]
     if meta["mode"] == "full":
         changes = compare.section(data)

@@ -65,6 +65,13 @@ class Sizes:
     #: storage soak (issue 33): cycles of enqueue -> claim -> done -> retire, items per cycle
     soak_cycles: int = 30
     soak_items: int = 5_000
+    #: lifecycle (issue 33): items per run, alternations of the four variants, a time cap
+    lifecycle_items: int = 4_000
+    lifecycle_rounds: int = 3
+    lifecycle_cap_seconds: float = 60.0
+    #: through Airflow, deployed (issue 33): items for the mapped and the batch recipe
+    dispatch_mapped_items: int = 200
+    dispatch_batch_items: int = 1_000
 
 
 FULL = Sizes(
@@ -139,6 +146,11 @@ QUICK = Sizes(
     aged_sqlite_rounds=1,
     soak_cycles=10,
     soak_items=1_000,
+    lifecycle_items=1_000,
+    lifecycle_rounds=1,
+    lifecycle_cap_seconds=10.0,
+    dispatch_mapped_items=20,
+    dispatch_batch_items=100,
 )
 
 TINY = Sizes(
@@ -177,6 +189,11 @@ TINY = Sizes(
     aged_sqlite_rounds=1,
     soak_cycles=3,
     soak_items=50,
+    lifecycle_items=80,
+    lifecycle_rounds=1,
+    lifecycle_cap_seconds=10.0,
+    dispatch_mapped_items=3,
+    dispatch_batch_items=10,
 )
 
 MODES = {sizes.mode: sizes for sizes in (FULL, QUICK, TINY)}

@@ -118,6 +118,7 @@ def _aged(aged: dict[str, Any]) -> list[Check]:
             ("recipe", "the recipe's claim with nothing prepared", 1.0),
             ("grown", "the recipe's claim, history grown under it", 1.0),
             ("declared", "the store with a declared set", 1.5),
+            ("delete", "delete-mode drain", 1.0),
         ):
             if name not in measured:
                 continue
@@ -192,4 +193,20 @@ def check(data: dict[str, Any]) -> list[Check]:
         checks += _aged(data["aged"])
     if "idempotency" in data:
         checks += _idempotency(data["idempotency"])
+    if "soak" in data:
+        from bench.scenarios.storage_soak import target_checks
+
+        checks += target_checks(data["soak"])
+    if "lifecycle" in data:
+        from bench.scenarios.lifecycle import target_check
+
+        checks.append(target_check(data["lifecycle"]))
+    if "delete" in data:
+        from bench.scenarios.delete_drain import target_check as delete_check
+
+        checks.append(delete_check(data["delete"]))
+    if "deployed" in data:
+        from bench.scenarios.airflow_deployed import target_check as deployed_check
+
+        checks.append(deployed_check(data["deployed"]))
     return checks

@@ -12,10 +12,13 @@ from types import ModuleType
 from bench.scenarios import (
     aged_queue,
     airflow_dag,
+    airflow_deployed,
     claim_throughput,
+    delete_drain,
     hot_key,
     idempotency,
     latency,
+    lifecycle,
     scale,
     sqlite_default,
     storage_soak,
@@ -33,4 +36,7 @@ SCENARIOS: dict[str, ModuleType] = {
     "idempotency": idempotency,
     "wakeup": wakeup,
     "soak": storage_soak,
+    "lifecycle": lifecycle,
+    "deployed": airflow_deployed,
+    "delete": delete_drain,
 }

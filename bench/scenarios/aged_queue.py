@@ -16,7 +16,11 @@ vacuumed table, by separate claimer processes:
 - ``pgmq``: pgmq-shaped read+delete on pgmq's table layout
   (:mod:`bench.readdelete_queue`): deleted messages leave no history;
 - ``partial``: the hand-written claim on the store's table with a hand-made
-  partial index of the pending rows, the physical limit for this layout.
+  partial index of the pending rows, the physical limit for this layout;
+- ``delete``: ``atomic_claim(mode="delete")`` on the ``grown`` queue (issue 33):
+  the claim takes the rows out of the table, as read+delete does;
+- ``pop``: pgmq-shaped ``pop``, one DELETE … RETURNING of the oldest visible
+  messages (SKIP LOCKED): at most once, as the delete-claim is.
 
 The targets' configuration (4 claimers, batch 10) alternates its five drains
 ``aged_target_repeats`` more times: one drain moves by ±15 %, so the targets
@@ -46,6 +50,8 @@ DRAINS = {
     "pgmq": "readdelete",
     "partial": "partial",
     "grown": "store",
+    "delete": "store_delete",
+    "pop": "pop",
 }
 NAMES = {
     "recipe": "(a) store, recipe",
@@ -53,12 +59,16 @@ NAMES = {
     "pgmq": "(c) pgmq-shaped",
     "partial": "(d) hand-written partial index",
     "grown": "(e) store, recipe, history grown under it",
+    "delete": "(f) store, delete mode",
+    "pop": "(g) pgmq-shaped pop",
 }
+#: drains on pgmq's own table layout (the rest run on the store's table)
+PGMQ_LAYOUT = ("pgmq", "pop")
 
 
 def _prepare(name: str, url: str, queue_url: str, sizes: Sizes) -> str:
     pending = sizes.aged_pending
-    if name == "pgmq":
+    if name in PGMQ_LAYOUT:
         readdelete_queue.load(queue_url, pending)
         return queue_url
     total = pending * (1 + sizes.aged_history_factor)
@@ -68,7 +78,7 @@ def _prepare(name: str, url: str, queue_url: str, sizes: Sizes) -> str:
         pending=pending,
         claim_index=name == "declared",
         hand_index=name == "partial",
-        grown=name == "grown",
+        grown=name in ("grown", "delete"),
     )
     return url
 
@@ -77,11 +87,17 @@ def _prepare(name: str, url: str, queue_url: str, sizes: Sizes) -> str:
 TARGET_CELL = (4, 10)
 
 
-def _configuration(
-    url: str, queue_url: str, sizes: Sizes, processes: int, batch: int, turn: int
+def configuration(
+    url: str,
+    queue_url: str,
+    sizes: Sizes,
+    processes: int,
+    batch: int,
+    turn: int,
+    drains: tuple[str, ...] = tuple(DRAINS),
 ) -> dict[str, Any]:
-    """The drains of one configuration, back to back, starting at ``turn``'s drain."""
-    names = list(DRAINS)
+    """The ``drains`` of one configuration, back to back, starting at ``turn``'s drain."""
+    names = list(drains)
     entry: dict[str, Any] = {"processes": processes, "batch": batch}
     turn %= len(names)
     order = names[turn:] + names[:turn]
@@ -104,7 +120,7 @@ def _drains(url: str, queue_url: str, sizes: Sizes) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for processes in sizes.aged_processes:
         for batch in sizes.aged_batches:
-            rows.append(_configuration(url, queue_url, sizes, processes, batch, len(rows)))
+            rows.append(configuration(url, queue_url, sizes, processes, batch, len(rows)))
     return rows
 
 
@@ -112,7 +128,7 @@ def _target_repeats(url: str, queue_url: str, sizes: Sizes) -> list[dict[str, An
     """More alternations at :data:`TARGET_CELL`, each starting with the next drain."""
     processes, batch = TARGET_CELL
     return [
-        _configuration(url, queue_url, sizes, processes, batch, turn + 1)
+        configuration(url, queue_url, sizes, processes, batch, turn + 1)
         for turn in range(sizes.aged_target_repeats)
     ]
 
@@ -186,6 +202,13 @@ def section(data: dict[str, Any]) -> str:
             "empty (it declared the set then), the history loaded beneath it afterwards."
             if "grown" in names
             else ""
+        )
+        + (
+            ' (f) delete-claims the same queue as (e) (`mode="delete"`: the rows leave the '
+            "table in the claim); (g) is pgmq-shaped `pop`, one DELETE … RETURNING (SKIP "
+            "LOCKED) on (c)'s table."
+            if "delete" in names
+            else ""
         ),
         "",
     ]
@@ -216,7 +239,7 @@ def section(data: dict[str, Any]) -> str:
         ],
         body,
     )
-    lines += _target_cell_table(data)
+    lines += target_cell_table(data)
     lat, stale = data["latency"], data["stale"]
     lines += [
         "",
@@ -300,7 +323,7 @@ def section(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _target_cell_table(data: dict[str, Any]) -> list[str]:
+def target_cell_table(data: dict[str, Any]) -> list[str]:
     """The target configuration's drains, alternated again (absent from older data)."""
     from bench.report_format import table
 
