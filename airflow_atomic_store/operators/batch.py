@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from airflow.providers.common.compat.sdk import determine_kwargs
+
 from airflow_atomic_store import timestamps
 from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
 from airflow_atomic_store.operators.base import BaseAtomicOperator, store_defaults
@@ -51,7 +53,9 @@ class AtomicBatchOperator(BaseAtomicOperator):
     took over before this one finished them.
 
     :param process_row: called once per claimed row (and, like a ``@task``, with the
-        context values its signature names).
+        context values its signature names, and ``atomic_store``: the task's open
+        :class:`AtomicStoreHook`, so a row's own writes, such as a process-once guard,
+        share the batch's connection instead of opening one per row).
     :param table: the queue's table (templated).
     :param where: conditions selecting claimable rows (templated).
     :param limit: at most this many rows, 1 to 1000 (templated).
@@ -106,13 +110,13 @@ class AtomicBatchOperator(BaseAtomicOperator):
         outcomes = _Outcomes(hook, self, atomic.execution_id, idempotency_key)
         counts = {"done": 0, "failed": 0, "skipped": 0}
         for row in claimed["claimed"]:
-            outcome = outcomes.recorded(row) or outcomes.record(row, self._call(row))
+            outcome = outcomes.recorded(row) or outcomes.record(row, self._call(row, hook))
             counts[outcome] += 1
         return {"claimed": claimed["count"], **counts}
 
-    def _call(self, row: dict[str, Any]) -> str | None:
+    def _call(self, row: dict[str, Any], hook: AtomicStoreHook) -> str | None:
         """Run the function on one row: None when it returned, else its error."""
-        context = self._context
+        context = cast("Context", {**self._context, "atomic_store": hook})
         try:
             self.process_row(row, **self.row_kwargs(row, context))
         except Exception as exc:  # one row's failure is that row's outcome, not the task's
@@ -121,8 +125,9 @@ class AtomicBatchOperator(BaseAtomicOperator):
         return None
 
     def row_kwargs(self, row: dict[str, Any], context: Context) -> Mapping[str, Any]:
-        """The keyword arguments ``process_row`` takes besides the row (none here)."""
-        return {}
+        """The keyword arguments ``process_row`` takes besides the row: the context
+        values (``atomic_store`` among them) its signature names."""
+        return determine_kwargs(self.process_row, [row], context)
 
     def execute(self, context: Context) -> dict[str, Any]:
         self._context = context

@@ -103,3 +103,27 @@ def test_an_empty_queue_gives_an_empty_batch(run_dag: RunDag, store_conn: str, d
     run = run_dag(dag)
     assert run.state_of("process") == "success"
     assert run.xcom("process") == {"claimed": 0, "done": 0, "failed": 0, "skipped": 0}
+
+
+def test_the_function_writes_through_the_batchs_open_store_when_it_names_atomic_store(
+    run_dag: RunDag, store_conn: str, store_url: str, dag_id: str, tmp_path: Path
+) -> None:
+    """One store for the batch: a row's own writes need no store opened per row."""
+    _enqueue(store_url, 3)
+    stores = tmp_path / "stores.txt"
+    with new_dag(dag_id) as dag:
+
+        @task.atomic_batch(conn_id=store_conn, table="jobs", where=PENDING, limit=10)
+        def process(row: dict, atomic_store: Any = None) -> None:
+            with stores.open("a") as log:
+                log.write(f"{type(atomic_store).__name__} {id(atomic_store)}\n")
+            atomic_store.atomic_upsert("effects", row["key"], insert_value={"sent": True})
+
+        process()
+
+    run = run_dag(dag)
+    assert run.xcom("process") == {"claimed": 3, "done": 3, "failed": 0, "skipped": 0}
+    assert len(set(stores.read_text().splitlines())) == 1  # the same open hook for each row
+    assert stores.read_text().split()[0] == "AtomicStoreHook"
+    with AtomicStore(store_url) as store:
+        assert sorted(row["key"] for row in store.query("effects")) == ["job-0", "job-1", "job-2"]
