@@ -95,6 +95,7 @@ def test_a_long_lived_process_acts_on_the_new_tables_after_a_reset(
             other.put("counters", "c", {"n": 10})
             other.put("archive", "x1", {"of": "archive"})
 
+        assert _ok(process.call("count", "queue", where=READY)) == 1  # what a trigger asks
         assert _ok(process.call("get", "orders", "o-new")) == {"of": "orders", "n": 1}
         assert _ok(process.call("get", "orders", "p1")) is None
         updated = _ok(process.call("atomic_update", "orders", "o-new", mutations=ADD_ONE))

@@ -177,6 +177,9 @@ class StatementCompiler:
         self._table = sql.Identifier(table_name)
         self._receipts = sql.Identifier(receipts.receipts_name(table_name))
         self._tables = sql.Identifier(schema.tables_catalog_name(table_name))
+        catalog = self._tables.as_string(None)
+        self._by_name = f"r.table_id = (SELECT id FROM {catalog} WHERE name = %s)"
+        self._archive_filter = f"r.table_id = %s AND EXISTS (SELECT {_HELD.format(tables=catalog)})"
         self._notify = notify
         self.where = WhereCompiler(PostgresWhere())
         self.queries = NamedQueries(table=self._table, receipts=self._receipts, tables=self._tables)
@@ -334,15 +337,6 @@ class StatementCompiler:
         if archive is None:
             return table_filter, where_sql, [table, *params]
         return self._archive_filter, where_sql, [table, *archive, *params]
-
-    @property
-    def _by_name(self) -> str:
-        return f"r.table_id = (SELECT id FROM {self._tables.as_string(None)} WHERE name = %s)"
-
-    @property
-    def _archive_filter(self) -> str:
-        held = _HELD.format(tables=self._tables.as_string(None))
-        return f"r.table_id = %s AND EXISTS (SELECT {held})"
 
 
 _SELECTIONS = {"pick": _PICK, "count": _COUNT}
