@@ -92,30 +92,43 @@ def provider_field_behaviour() -> dict[str, Any]:
 def widgets() -> dict[str, Any]:
     """The hook's ``get_connection_form_widgets`` (Airflow 3.0/3.1): WTForms fields.
 
-    The imports are those Airflow's API server provides (or stands in for, without FAB)
-    when it builds the form.
+    Airflow's API server builds the form from them with WTForms stand-ins, which it puts
+    in place only for the modules that are installed (WTForms comes with the FAB
+    provider). So only WTForms is required here; FAB's text widget and Babel's
+    translation are used when they are there, as the FAB UI renders them.
     """
-    from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
-    from flask_babel import lazy_gettext
     from wtforms import BooleanField, IntegerField, StringField
     from wtforms.validators import Optional
 
+    label_text = _translation()
+    text_widget = _text_widget()
     made: dict[str, Any] = {}
     for field in FIELDS:
-        label = lazy_gettext(field.label)
+        label = label_text(field.label)
         if field.kind == "boolean":
             made[field.name] = BooleanField(
                 label, description=field.description, default=field.default
             )
         elif field.kind == "integer":
             made[field.name] = IntegerField(
-                label,
-                widget=BS3TextFieldWidget(),
-                description=field.description,
-                validators=[Optional()],
+                label, description=field.description, validators=[Optional()], **text_widget
             )
         else:
-            made[field.name] = StringField(
-                label, widget=BS3TextFieldWidget(), description=field.description
-            )
+            made[field.name] = StringField(label, description=field.description, **text_widget)
     return made
+
+
+def _translation() -> Any:
+    try:
+        from flask_babel import lazy_gettext
+    except ImportError:
+        return str
+    return lazy_gettext
+
+
+def _text_widget() -> dict[str, Any]:
+    try:
+        from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
+    except ImportError:
+        return {}
+    return {"widget": BS3TextFieldWidget()}

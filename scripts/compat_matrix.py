@@ -60,6 +60,8 @@ class Line:
     pytest_args: list[str] = field(default_factory=list)
     # test node id prefix -> why it does not run on this line (shown in the table)
     deselect: dict[str, str] = field(default_factory=dict)
+    # installed with the wheel, under the pins: what a line's users add for a feature
+    extras: tuple[str, ...] = ()
 
     @property
     def constraints(self) -> Path:
@@ -84,22 +86,30 @@ EVERY_LINE = {
         "not the line's; make test runs them)"
     ),
 }
+# What does not run before 3.3, and why:
+BEFORE_3_3 = {
+    **EVERY_LINE,
+    "tests/airflow/test_state_store_example.py::test_the_docs_dag_claims_once": (
+        "the Task State Store is Airflow 3.3's"
+    ),
+}
 # What does not run before 3.2, and why:
 RUNTIME_MANAGER = "airflow.sdk.providers_manager_runtime (the task-side providers manager) is 3.2+"
-FORM_FIELDS = "before 3.2 connection-form fields are built only with flask_appbuilder installed"
 BUNDLE_DAG_BAG = (
     "the test loads the DAGs folder with BundleDagBag (airflow.dag_processing.dagbag, 3.2+)"
 )
 BEFORE_3_2 = {
-    **EVERY_LINE,
+    **BEFORE_3_3,
     "tests/airflow/test_provider.py::test_the_hook_serves_sqlite_connections": RUNTIME_MANAGER,
     "tests/airflow/test_provider.py::test_postgres_stays_with_the_postgres_provider": RUNTIME_MANAGER,
-    "tests/airflow/test_provider.py::test_the_ui_form_for_sqlite": FORM_FIELDS,
-    "tests/airflow/test_provider.py::test_the_sqlite_form_offers_the_store_options": FORM_FIELDS,
     "tests/example_dags/test_dags_folder.py::test_the_dag_processor_loads_every_example_dag_without_errors": (
         BUNDLE_DAG_BAG
     ),
 }
+# Before 3.2 the UI's connection form comes from the hook's WTForms fields, which Airflow's
+# API server reads only when WTForms is installed (the FAB provider brings it): installed
+# on those lines, so the form tests run there too.
+FORM_FROM_THE_HOOK = ("wtforms",)
 
 # Airflow 3.0's own BaseHook looks connections up through a path it deprecates itself.
 OLD_CONNECTION_LOOKUP = "ignore:Using Connection.get_connection_from_secrets from"
@@ -115,9 +125,9 @@ ON_3_0 = {
 }
 
 LINES = [
-    Line("3.0", ["-W", OLD_BRANCH_ALIAS, "-W", OLD_CONNECTION_LOOKUP], ON_3_0),
-    Line("3.1", ["-W", OLD_BRANCH_ALIAS], BEFORE_3_2),
-    Line("3.2", deselect=EVERY_LINE),
+    Line("3.0", ["-W", OLD_BRANCH_ALIAS, "-W", OLD_CONNECTION_LOOKUP], ON_3_0, FORM_FROM_THE_HOOK),
+    Line("3.1", ["-W", OLD_BRANCH_ALIAS], BEFORE_3_2, FORM_FROM_THE_HOOK),
+    Line("3.2", deselect=BEFORE_3_3),
     Line("3.3", deselect=EVERY_LINE),
 ]
 # A line whose tests take longer than this has hung (a DAG run waiting forever).
@@ -192,7 +202,8 @@ def install_wheel(line: Line, wheel: Path, log: Path) -> None:
     quiet = ["--quiet", "--disable-pip-version-check", "-c", str(line.constraints)]
     for cmd in (
         [*pip, "install", *quiet, "--force-reinstall", "--no-deps", str(wheel)],
-        [*pip, "install", *quiet, str(wheel)],  # any dependency the wheel adds, under the pins
+        # any dependency the wheel adds, and the line's extras, under the pins
+        [*pip, "install", *quiet, str(wheel), *line.extras],
         [*pip, "check"],
     ):
         if run(cmd, log).returncode != 0:
@@ -217,7 +228,8 @@ def providers_list(line: Line, home: Path, log: Path) -> bool:
 
 
 def copy_tests(into: Path) -> None:
-    for name in ("tests", "devkit", "example_dags"):  # devkit: the harness the tests import
+    # devkit: the harness the tests import; docs: pages whose examples a test runs
+    for name in ("tests", "devkit", "example_dags", "docs"):
         shutil.copytree(PROJECT / name, into / name, ignore=shutil.ignore_patterns("__pycache__"))
     # pytest's settings (markers, warnings as errors) without the project around them.
     shutil.copy(PROJECT / "pyproject.toml", into / "pyproject.toml")

@@ -17,10 +17,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from airflow_atomic_store.cli.arguments import COMMANDS, URL_VARIABLE
 from airflow_atomic_store.cli.commands import FOUND, HANDLERS, OK, UNREACHABLE, USAGE
@@ -61,6 +63,33 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(args: argparse.Namespace, command: str, prog: str = PROG) -> int:
     """Run ``command`` with parsed ``args``; print its output; return the exit code."""
+    with logs_on_stderr():
+        return _run(args, command, prog)
+
+
+@contextlib.contextmanager
+def logs_on_stderr() -> Iterator[None]:
+    """Log handlers that write to stdout write to stderr while a command runs.
+
+    stdout is the command's output (``--json`` is parsed by scripts), and Airflow's
+    console handler writes to stdout: on 3.2, reading a connection from the metadata
+    database logs alembic's plugin set-up there, ahead of the JSON.
+    """
+    stdout = (sys.stdout, sys.__stdout__)
+    moved: list[tuple[logging.StreamHandler[Any], Any]] = []
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        for handler in getattr(logger, "handlers", ()):
+            stream = getattr(handler, "stream", None)
+            if isinstance(handler, logging.StreamHandler) and stream in stdout:
+                moved.append((handler, handler.setStream(sys.stderr)))
+    try:
+        yield
+    finally:
+        for handler, stream in moved:
+            handler.setStream(stream)
+
+
+def _run(args: argparse.Namespace, command: str, prog: str) -> int:
     try:
         store = open_store(args)
     except (UsageError, SpecError) as exc:
@@ -115,8 +144,8 @@ def open_store(args: argparse.Namespace) -> AtomicStore:
         return AtomicStore(url, read_only=True)
     if args.storage_table:
         raise UsageError("--storage-table goes with --url; a connection sets it in its extra")
-    # Airflow 3.0 sets up its logging on stdout when first imported; stdout is the
-    # command's output (``--json`` is parsed by scripts), so Airflow's lines go to stderr.
+    # Airflow 3.0 sets up its logging on stdout when first imported (after
+    # logs_on_stderr looked): what it prints meanwhile goes to stderr too.
     with contextlib.redirect_stdout(sys.stderr):
         try:
             from airflow_atomic_store.cli import airflow_connection

@@ -32,7 +32,7 @@ from airflow_atomic_store.spec import (
 )
 from airflow_atomic_store.spec.values import INT_MAX
 from airflow_atomic_store.store import AtomicStore
-from airflow_atomic_store.store.snapshot import Claim
+from airflow_atomic_store.store.snapshot import Claim, RowFilter
 from airflow_atomic_store.timestamps import format_timestamp, parse_timestamp, utc_now
 
 PENDING, IN_FLIGHT = "pending", "in_flight"
@@ -93,16 +93,17 @@ class StoreInspector:
             rows = sum(count for _, count in grouped)
             oldest = None
             if statuses.get(PENDING):
-                oldest = snapshot.oldest_created(table, _PENDING, "all", _STATUS_INLINE)
+                oldest = snapshot.oldest_created(RowFilter(table, _PENDING, "all", _STATUS_INLINE))
             claims: list[Claim] = []
             stale_count = None
             if statuses.get(IN_FLIGHT):
-                claims = snapshot.claims(table, _IN_FLIGHT, "all", shown, _STATUS_INLINE)
+                in_flight = RowFilter(table, _IN_FLIGHT, "all", _STATUS_INLINE)
+                claims = snapshot.claims(in_flight, shown)
             if threshold is not None:
                 stale_count = 0
                 if statuses.get(IN_FLIGHT):
                     where = _stale_where(now - threshold)
-                    stale_count = snapshot.count(table, where, "all", _STATUS_INLINE)
+                    stale_count = snapshot.count(RowFilter(table, where, "all", _STATUS_INLINE))
         return TableStats(
             table=table,
             rows=rows,
@@ -156,9 +157,8 @@ class StoreInspector:
         count = _limit(limit, "limit")
         now = self._clock()
         with self._store.snapshot() as snapshot:
-            claims = snapshot.claims(
-                table, _stale_where(now - threshold), "all", count, _STATUS_INLINE
-            )
+            stale = RowFilter(table, _stale_where(now - threshold), "all", _STATUS_INLINE)
+            claims = snapshot.claims(stale, count)
         return tuple(_in_flight_row(claim, now, threshold) for claim in claims)
 
     def rows(
@@ -177,7 +177,7 @@ class StoreInspector:
         start = _offset(offset)
         now = format_timestamp(self._clock())
         with self._store.snapshot() as snapshot:
-            stored = snapshot.rows(table, conditions, mode, count + 1, start)
+            stored = snapshot.rows(RowFilter(table, conditions, mode), count + 1, start)
         inspected = tuple(
             InspectedRow(
                 key=row.key,

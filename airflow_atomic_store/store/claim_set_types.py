@@ -79,6 +79,26 @@ class ChosenSet:
         return self.predicate, frozenset(range(len(self.predicate)))
 
 
+@dataclass(frozen=True)
+class BuildRequest:
+    """One set to record and build, and how patiently (``SetStorage.build_claim_set``).
+
+    ``timeout`` None (a declared set) waits for other builds and for the build
+    itself however long they take, and raises on failure. With a timeout (an
+    automatic set) the backend does not wait for another process's build,
+    records a build that fails for good, and builds no new set while the store
+    has ``automatic_limit`` automatic sets none of which is idle (unused for
+    ``idle_seconds``; an idle one is dropped to make room). One object, so a new
+    build option is a field here, not a parameter in every backend's signature.
+    """
+
+    claim_set: ClaimSet
+    origin: Origin
+    timeout: float | None
+    automatic_limit: int
+    idle_seconds: float
+
+
 class SetStorage(Protocol):
     """What a backend does for claimable sets (the policy decides when)."""
 
@@ -86,23 +106,9 @@ class SetStorage(Protocol):
         """Every set of the store, with its state and how long it has been idle."""
         ...
 
-    def build_claim_set(
-        self,
-        claim_set: ClaimSet,
-        origin: Origin,
-        *,
-        timeout: float | None,
-        automatic_limit: int,
-    ) -> StoredSet | None:
-        """Record and build the set's index; None when it was not built now.
-
-        ``timeout`` None (a declared set) waits for other builds and for the
-        build itself however long they take, and raises on failure. With a
-        timeout (an automatic set) the backend does not wait for another
-        process's build, records a build that fails for good, and builds no new
-        set while the store has ``automatic_limit`` automatic sets and none of
-        them is idle (an idle one is dropped to make room).
-        """
+    def build_claim_set(self, request: BuildRequest) -> StoredSet | None:
+        """Record and build the set's index as :class:`BuildRequest` says; None when
+        it was not built now."""
         ...
 
     def drop_claim_set(self, name: str) -> bool: ...

@@ -29,6 +29,7 @@ from airflow_atomic_store.spec.claim_sets import (
 )
 from airflow_atomic_store.spec.options import OrderColumn
 from airflow_atomic_store.store.claim_set_types import (
+    BuildRequest,
     ChosenSet,
     Origin,
     SetStorage,
@@ -38,6 +39,7 @@ from airflow_atomic_store.store.claim_set_types import (
 )
 
 __all__ = [
+    "BuildRequest",
     "ChosenSet",
     "ClaimSetCatalog",
     "Origin",
@@ -80,6 +82,11 @@ BUILD_POLL_MAX_SECONDS = 0.25
 BUILD_POLL_FRACTION = 0.05
 
 
+def build_request(claim_set: ClaimSet, origin: Origin, timeout: float | None) -> BuildRequest:
+    """A build within the store's bounds: ``MAX_AUTOMATIC_SETS``, idle after ``IDLE_SECONDS``."""
+    return BuildRequest(claim_set, origin, timeout, MAX_AUTOMATIC_SETS, IDLE_SECONDS)
+
+
 def build_poll_pause(waited: float) -> float:
     """The pause before a waiting claim looks again at a build, after ``waited`` seconds.
 
@@ -108,9 +115,7 @@ class ClaimSetCatalog:
         self._record_index_tried = float("-inf")
 
     def declare(self, claim_set: ClaimSet) -> StoredSet:
-        built = self._storage.build_claim_set(
-            claim_set, "declared", timeout=None, automatic_limit=MAX_AUTOMATIC_SETS
-        )
+        built = self._storage.build_claim_set(build_request(claim_set, "declared", None))
         assert built is not None, "a declared set is built or its build raises"
         self.forget()
         return built
@@ -209,10 +214,7 @@ class ClaimSetCatalog:
             # A build of its own gets the whole bound: "too slow" is recorded for good,
             # so it must mean the build took that long, not that the claim waited first.
             built = self._storage.build_claim_set(
-                candidate,
-                "automatic",
-                timeout=AUTOMATIC_BUILD_SECONDS,
-                automatic_limit=MAX_AUTOMATIC_SETS,
+                build_request(candidate, "automatic", AUTOMATIC_BUILD_SECONDS)
             )
             if built is not None:
                 log.info(

@@ -1,9 +1,12 @@
 """One compiler for ``where`` clauses; each backend supplies the SQL per operator.
 
-The compiler walks the parsed spec once and produces a :class:`Fragment`:
-SQL text with the dialect's placeholders plus one parameter maker per
-placeholder. Fragments depend only on the spec's *shape* (paths, operators,
-value kinds, match mode), never on its values, so they are cached and a hot
+The compiler walks the parsed spec once and produces SQL text with the
+dialect's placeholders plus one parameter maker per placeholder: each
+operator writes its values through a :data:`Bind`, which the compiler
+answers with a placeholder (noting the maker) or with the value as a literal,
+so a value's place is chosen when the text is written, never searched for in
+it afterwards. The SQL depends only on the spec's *shape* (paths, operators,
+value kinds, match mode), never on its values, so it is cached and a hot
 loop binds new values into an already-built statement.
 
 Paths enter the text as literals quoted by the driver (see each dialect), so
@@ -27,17 +30,34 @@ from airflow_atomic_store.spec.values import json_type
 
 ParamMaker = Callable[[Any], Any]
 
+Bind = Callable[[ParamMaker], str]
+"""Where an operator's SQL takes the condition value: given how to turn the value into
+a parameter, the text to write there, a placeholder or the value as a literal. The
+operator calls it in the order its text holds the values."""
 
-@dataclass(frozen=True)
-class Fragment:
-    """SQL text and, per placeholder, how to turn the condition value into a parameter."""
-
-    sql: str
-    params: tuple[ParamMaker, ...] = ()
+OperatorSQL = Callable[["PathSQL", str, Bind], str]
+"""``(path expressions, value kind, bind) -> SQL`` for one positive operator."""
 
 
-OperatorSQL = Callable[["PathSQL", str], Fragment]
-"""``(path expressions, value kind) -> Fragment`` for one positive operator."""
+def bound(
+    operator: OperatorSQL, path: PathSQL, kind: str, placeholder: str
+) -> tuple[str, tuple[ParamMaker, ...]]:
+    """The operator's SQL with ``placeholder`` for each value, and the values' makers."""
+    makers: list[ParamMaker] = []
+
+    def bind(make: ParamMaker) -> str:
+        makers.append(make)
+        return placeholder
+
+    sql = operator(path, kind, bind)
+    return sql, tuple(makers)
+
+
+def literal_sql(
+    operator: OperatorSQL, path: PathSQL, kind: str, value: Any, quote: Callable[[Any], str]
+) -> str:
+    """The operator's SQL with each value written as a literal, quoted by ``quote``."""
+    return operator(path, kind, lambda make: quote(make(value)))
 
 
 @dataclass(frozen=True)
@@ -52,6 +72,7 @@ class PathSQL:
 
 class WhereDialect(Protocol):
     operators: dict[str, OperatorSQL]
+    placeholder: str
 
     def path_sql(self, segments: tuple[Segment, ...], root: str = ...) -> PathSQL: ...
 
@@ -85,15 +106,6 @@ def where_shape(
     conditions: Sequence[Condition], match: str, inline: Collection[int] = ()
 ) -> tuple[tuple[ConditionShape, ...], str]:
     return tuple(condition_shape(c, i in inline) for i, c in enumerate(conditions)), match
-
-
-def inline_parameters(fragment: Fragment, value: Any, substitute: Substitute) -> str:
-    """A fragment's SQL with each placeholder replaced by its parameter as a literal."""
-    return substitute(fragment.sql, [make(value) for make in fragment.params])
-
-
-Substitute = Callable[[str, list[Any]], str]
-"""``(sql, parameter values) -> sql`` with each placeholder written as a literal."""
 
 
 def order_sql(ordering: Ordering) -> str:
@@ -177,8 +189,8 @@ class WhereCompiler:
         for segments, positive, negated, kind, literal in conditions:
             path = dialect.path_sql(segments) if root is None else dialect.path_sql(segments, root)
             if literal is None:
-                fragment = dialect.operators[positive](path, kind)
-                condition_sql, makers = fragment.sql, fragment.params
+                operator = dialect.operators[positive]
+                condition_sql, makers = bound(operator, path, kind, dialect.placeholder)
             else:
                 condition_sql = dialect.literal_condition(path, positive, kind, json.loads(literal))
                 makers = ()

@@ -40,6 +40,22 @@ class Activity:
 
 
 @dataclass(frozen=True)
+class RowFilter:
+    """Which rows of one logical table a snapshot query reads: one request object,
+    so a new way to narrow a query is a field, not a parameter of every method.
+
+    ``where``/``match`` are parsed specs. The positions in ``inline`` are
+    conditions the caller fixed (``status equals pending``), written as
+    literals so that a claimable set's partial index can serve them.
+    """
+
+    table: str
+    where: Sequence[Condition] = ()
+    match: str = "all"
+    inline: Collection[int] = ()
+
+
+@dataclass(frozen=True)
 class Claim:
     """An in-flight row's claim fields: each a string in the row, else None."""
 
@@ -49,12 +65,7 @@ class Claim:
 
 
 class Snapshot(Protocol):
-    """Read-only queries over one consistent view of the store.
-
-    ``where``/``match`` are parsed specs. The positions in ``inline`` are
-    conditions the caller fixed (``status equals pending``), written as
-    literals so that a claimable set's partial index can serve them.
-    """
+    """Read-only queries over one consistent view of the store (rows as :class:`RowFilter`)."""
 
     def table_counts(self) -> list[tuple[str, int]]:
         """Every logical table and its row count."""
@@ -64,30 +75,17 @@ class Snapshot(Protocol):
         """Rows per string ``status``; rows without one are counted under None."""
         ...
 
-    def count(
-        self, table: str, where: Sequence[Condition], match: str, inline: Collection[int] = ()
-    ) -> int: ...
+    def count(self, rows: RowFilter) -> int: ...
 
-    def oldest_created(
-        self, table: str, where: Sequence[Condition], match: str, inline: Collection[int] = ()
-    ) -> datetime | None:
+    def oldest_created(self, rows: RowFilter) -> datetime | None:
         """The earliest ``created_at`` among the matching rows."""
         ...
 
-    def claims(
-        self,
-        table: str,
-        where: Sequence[Condition],
-        match: str,
-        limit: int,
-        inline: Collection[int] = (),
-    ) -> list[Claim]:
+    def claims(self, rows: RowFilter, limit: int) -> list[Claim]:
         """Matching rows' claim fields, oldest ``claimedAt`` first (rows without one last)."""
         ...
 
-    def rows(
-        self, table: str, where: Sequence[Condition], match: str, limit: int, offset: int
-    ) -> list[StoredRow]:
+    def rows(self, rows: RowFilter, limit: int, offset: int) -> list[StoredRow]:
         """Matching rows in queue order (``created_at``, then key)."""
         ...
 
@@ -207,18 +205,10 @@ class SqlSnapshot:
     def _execute(self, statement: str, params: Sequence[Any] | None = None) -> list[Any]:
         return self._dialect.execute(self._handle, statement, params)
 
-    def _run(
-        self,
-        kind: str,
-        table: str,
-        where: Sequence[Condition] = (),
-        match: str = "all",
-        inline: Collection[int] = (),
-        tail: Sequence[Any] = (),
-    ) -> list[Any]:
-        where_sql, params = self._where.compile(where, match, inline)
-        column, ref = self._dialect.table_column, self._table_ref(table)
-        if inline:  # a literal table too, so a claimable set's predicate is provable
+    def _run(self, kind: str, rows: RowFilter, tail: Sequence[Any] = ()) -> list[Any]:
+        where_sql, params = self._where.compile(rows.where, rows.match, rows.inline)
+        column, ref = self._dialect.table_column, self._table_ref(rows.table)
+        if rows.inline:  # a literal table too, so a claimable set's predicate is provable
             table_filter, head = f"r.{column} = {self._dialect.literal(ref)}", []
         else:
             table_filter, head = f"r.{column} = {self._dialect.placeholder}", [ref]
@@ -238,27 +228,15 @@ class SqlSnapshot:
         rows = self._execute(statement, (self._table_ref(table),))
         return [(status, count) for status, count in rows]
 
-    def count(
-        self, table: str, where: Sequence[Condition], match: str, inline: Collection[int] = ()
-    ) -> int:
-        return int(self._run("count", table, where, match, inline)[0][0])
+    def count(self, rows: RowFilter) -> int:
+        return int(self._run("count", rows)[0][0])
 
-    def oldest_created(
-        self, table: str, where: Sequence[Condition], match: str, inline: Collection[int] = ()
-    ) -> datetime | None:
-        (oldest,) = self._run("oldest", table, where, match, inline)[0]
+    def oldest_created(self, rows: RowFilter) -> datetime | None:
+        (oldest,) = self._run("oldest", rows)[0]
         return None if oldest is None else self._dialect.parse_time(oldest)
 
-    def claims(
-        self,
-        table: str,
-        where: Sequence[Condition],
-        match: str,
-        limit: int,
-        inline: Collection[int] = (),
-    ) -> list[Claim]:
-        rows = self._run("claims", table, where, match, inline, (limit,))
-        return [Claim(key, at, by) for key, at, by in rows]
+    def claims(self, rows: RowFilter, limit: int) -> list[Claim]:
+        return [Claim(key, at, by) for key, at, by in self._run("claims", rows, (limit,))]
 
     def activity(self, table: str, since: str, unfinished: Sequence[str]) -> Activity:
         ref = self._table_ref(table)
@@ -270,12 +248,9 @@ class SqlSnapshot:
             counts.append({int(minute): int(count) for minute, count in rows})
         return Activity(*counts)
 
-    def rows(
-        self, table: str, where: Sequence[Condition], match: str, limit: int, offset: int
-    ) -> list[StoredRow]:
-        rows = self._run("rows", table, where, match, tail=(limit, offset))
+    def rows(self, rows: RowFilter, limit: int, offset: int) -> list[StoredRow]:
         parse_time, parse_value = self._dialect.parse_time, self._dialect.parse_value
         return [
             StoredRow(key, parse_value(value), parse_time(created), parse_time(updated))
-            for key, value, created, updated in rows
+            for key, value, created, updated in self._run("rows", rows, (limit, offset))
         ]

@@ -15,13 +15,17 @@ from tests.example_dags.deferrals import recorded_deferrals
 
 RunDag = Callable[..., DagRunResult]
 INTERVAL = 0.3
+BACK_TO_BACK = 5.0
 
 
 def test_back_to_back_callers_are_spaced_an_interval_apart_waiting_deferred_not_running(
     run_dag: RunDag, conf: dict[str, Any], store_url: str
 ) -> None:
     dag = example_dag("rate_limit_per_key")
-    partner = {**conf, "key": "partner", "interval_seconds": 2.0}
+    # Long enough that the second run reserves within the first's interval even on a
+    # loaded machine (at 2 s, make compat's four parallel lines once let the stored
+    # slot go stale before the second run came: it called at once, never deferred).
+    partner = {**conf, "key": "partner", "interval_seconds": BACK_TO_BACK}
 
     with recorded_deferrals() as waits:
         first, second = run_dag(dag, conf=partner), run_dag(dag, conf=partner)
@@ -32,8 +36,8 @@ def test_back_to_back_callers_are_spaced_an_interval_apart_waiting_deferred_not_
     # However fast the second run came, its slot is at least an interval after the
     # first's (it waited for it, or the stored slot was stale by then and reset), and
     # so is its call.
-    assert calls[1]["slot"] >= calls[0]["slot"] + 2.0
-    assert calls[1]["calledAt"] >= calls[0]["calledAt"] + 2.0
+    assert calls[1]["slot"] >= calls[0]["slot"] + BACK_TO_BACK
+    assert calls[1]["calledAt"] >= calls[0]["calledAt"] + BACK_TO_BACK
     assert all(call["calledAt"] >= call["slot"] for call in calls)
     # The second caller came within the interval: it waited in the trigger, deferred,
     # with no task instance of its run running meanwhile.
@@ -45,7 +49,7 @@ def test_back_to_back_callers_are_spaced_an_interval_apart_waiting_deferred_not_
     with AtomicStore(store_url) as store:
         slot_row = store.get("call_slots", "partner")
         recorded = [store.get("rate_limited_calls", run.execution_id) for run in (first, second)]
-    assert slot_row["nextSlotAt"] == calls[1]["slot"] + 2.0
+    assert slot_row["nextSlotAt"] == calls[1]["slot"] + BACK_TO_BACK
     assert slot_row["lastCallAt"] <= calls[1]["calledAt"]
     assert recorded == calls
 

@@ -58,7 +58,7 @@ def _build_slowly_or_claim(barrier: Any, url: str, role: str) -> Any:
                 )
                 barrier.wait(timeout=60)
                 time.sleep(BUILD_SECONDS)
-                cursor.execute(create.encode())
+                claim_sets.run_ddl(cursor, create)
         return name
 
 

@@ -16,7 +16,7 @@ import pytest
 from airflow_atomic_store.spec import parse_where
 from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.store import claim_sets
-from airflow_atomic_store.store.claim_sets import ClaimSetCatalog, Origin, StoredSet
+from airflow_atomic_store.store.claim_sets import BuildRequest, ClaimSetCatalog, StoredSet
 
 PENDING = parse_where([{"field": "status", "operator": "equals", "value": "pending"}])
 WRITTEN = {"status", "claimedAt", "claimedBy"}
@@ -46,9 +46,8 @@ class Catalog:
     def load_claim_sets(self) -> list[StoredSet]:
         return list(self.sets.values())
 
-    def build_claim_set(
-        self, claim_set: ClaimSet, origin: Origin, *, timeout: float | None, automatic_limit: int
-    ) -> StoredSet | None:
+    def build_claim_set(self, request: BuildRequest) -> StoredSet | None:
+        claim_set, origin = request.claim_set, request.origin
         known = self.sets.get(NAME)
         if self.elsewhere_polls > 0 or self.other_build:
             return None  # its set lock, or the build lock, is another process's

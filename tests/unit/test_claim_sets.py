@@ -12,20 +12,8 @@ from airflow_atomic_store.spec.claim_sets import (
     parse_claim_set,
 )
 from airflow_atomic_store.store.compiler import WhereCompiler
-from airflow_atomic_store.store.postgres.where import (
-    PostgresWhere,
-    literal,
-    substitute_positional,
-)
-from airflow_atomic_store.store.postgres.where import (
-    substitute_literals as postgres_literals,
-)
-from airflow_atomic_store.store.sqlite.where import (
-    SqliteWhere,
-)
-from airflow_atomic_store.store.sqlite.where import (
-    substitute_literals as sqlite_literals,
-)
+from airflow_atomic_store.store.postgres.where import PostgresWhere, literal
+from airflow_atomic_store.store.sqlite.where import SqliteWhere
 
 PENDING = {"field": "status", "operator": "equals", "value": "pending"}
 OLD = {"field": "claimedAt", "operator": "lt", "value": "2025-01-01T00:00:00.000000Z"}
@@ -87,10 +75,17 @@ def test_a_set_holds_only_plain_comparisons_with_bounded_literals(condition):
     assert info.value.field == "where[0]"
 
 
-def test_postgres_literals_replace_placeholders_but_not_doubled_percents():
-    statement = "a = %s AND b LIKE '50%%s' AND c = %s"
-    assert postgres_literals(statement, ["x%", 2]) == "a = 'x%%' AND b LIKE '50%%s' AND c = 2"
-    assert substitute_positional(statement) == "a = $1 AND b LIKE '50%s' AND c = $2"
+def test_postgres_writes_a_value_as_a_placeholder_or_a_literal_in_the_same_place():
+    """Each value's place is chosen by the operator, never found again in its text: a
+    field named ``%s`` stays a quoted path, and every ``%`` of a literal is doubled."""
+    compiler = WhereCompiler(PostgresWhere())
+    where = parse_where([{"field": "%s", "operator": "ends_with", "value": "x%"}])
+    statement, params = compiler.compile(where, "all")
+    text = "jsonb_typeof((r.value -> '%%s')) = 'string' THEN right((r.value ->> '%%s'), "
+    assert statement == f"((CASE WHEN {text}char_length(%s::text)) = %s::text END))"
+    assert params == ["x%", "x%"]
+    literal_where = compiler.literal_predicate(where, "all", "r.value")
+    assert literal_where == f"((CASE WHEN {text}char_length('x%%'::text)) = 'x%%'::text END))"
 
 
 def test_remembered_postgres_literals_keep_each_values_type():
@@ -100,11 +95,16 @@ def test_remembered_postgres_literals_keep_each_values_type():
     assert literal("50%") == "'50%%'" == literal("50%")
 
 
-def test_sqlite_literals_skip_question_marks_inside_quoted_text():
-    statement = "json_extract(r.value, '$.\"what?\"') = ? AND x = 'it''s ?' AND y = ?"
-    assert sqlite_literals(statement, ["it's", 3]) == (
-        "json_extract(r.value, '$.\"what?\"') = 'it''s' AND x = 'it''s ?' AND y = 3"
-    )
+def test_sqlite_writes_a_value_as_a_placeholder_or_a_literal_in_the_same_place():
+    """A ``?`` in a quoted path is text, not a place for a value."""
+    compiler = WhereCompiler(SqliteWhere())
+    where = parse_where([{"field": "what?", "operator": "starts_with", "value": "it's ?"}])
+    statement, params = compiler.compile(where, "all")
+    text = "((json_type(r.value, '$.what?') = 'text' AND substr(json_extract(r.value, '$.what?'), "
+    assert statement == f"{text}1, length(?)) = ?))"
+    assert params == ["it's ?", "it's ?"]
+    literal_where = compiler.literal_predicate(where, "all", "r.value")
+    assert literal_where == f"{text}1, length('it''s ?')) = 'it''s ?'))"
 
 
 @pytest.mark.parametrize("dialect", [PostgresWhere(), SqliteWhere()], ids=["postgres", "sqlite"])

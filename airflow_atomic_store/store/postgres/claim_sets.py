@@ -18,7 +18,7 @@ from psycopg import sql
 
 from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.store.backend import is_set_index
-from airflow_atomic_store.store.claim_set_types import Origin, StoredSet
+from airflow_atomic_store.store.claim_set_types import BuildRequest, StoredSet
 from airflow_atomic_store.store.compiler import WhereCompiler
 from airflow_atomic_store.store.postgres import schema, session, set_catalog
 from airflow_atomic_store.store.postgres.set_catalog import (
@@ -33,7 +33,6 @@ from airflow_atomic_store.store.postgres.set_locks import (
     build_lock,
     set_build_lock,
 )
-from airflow_atomic_store.store.postgres.where import without_placeholders
 
 __all__ = [
     "BUILD_LOCK_ID",
@@ -94,67 +93,63 @@ def predicate(where: WhereCompiler, claim_set: ClaimSet) -> str:
 
 def create_index(
     storage_table: str, name: str, claim_set: ClaimSet, predicate: str, *, concurrently: bool = True
-) -> str:
-    """The set's ``CREATE INDEX``: ``(table_id, order column, key)`` where its predicate holds."""
+) -> sql.Composed:
+    """The set's ``CREATE INDEX``: ``(table_id, order column, key)`` where its predicate holds.
+
+    The predicate is in psycopg's placeholder grammar (its literals' ``%`` doubled,
+    as in the claims that use the set): run the statement with an empty parameter
+    tuple, and psycopg itself turns ``%%`` back into ``%`` (:func:`run_ddl`).
+    """
     how = "CONCURRENTLY " if concurrently else ""
-    return (
-        f"CREATE INDEX {how}IF NOT EXISTS {sql.Identifier(name).as_string(None)} ON "
-        f"{sql.Identifier(storage_table).as_string(None)} (table_id, {claim_set.column}, key) "
-        f"WHERE {without_placeholders(predicate)}"
+    return sql.SQL(
+        "CREATE INDEX {how}IF NOT EXISTS {name} ON {table} ({columns}) WHERE {where}"
+    ).format(
+        how=sql.SQL(how),
+        name=sql.Identifier(name),
+        table=sql.Identifier(storage_table),
+        columns=sql.SQL(", ").join(map(sql.Identifier, ("table_id", claim_set.column, "key"))),
+        where=sql.SQL(predicate),
     )
 
 
+def run_ddl(cursor: psycopg.Cursor[Any], statement: sql.Composed | str) -> None:
+    """Run a statement written in psycopg's placeholder grammar that takes no parameters.
+
+    The empty tuple makes psycopg parse the placeholders (so ``%%`` is ``%``) and,
+    with no parameter to send, still use the simple query protocol, where
+    ``CREATE INDEX CONCURRENTLY`` runs; never prepared, since an index is built once.
+    """
+    cursor.execute(statement, (), prepare=False)
+
+
 def build(
-    cursor: psycopg.Cursor[Any],
-    *,
-    storage_table: str,
-    where: WhereCompiler,
-    claim_set: ClaimSet,
-    origin: Origin,
-    timeout: float | None,
-    automatic_limit: int,
-    idle_seconds: float,
+    cursor: psycopg.Cursor[Any], storage_table: str, where: WhereCompiler, request: BuildRequest
 ) -> StoredSet | None:
     """Record the set and build its index; see ``SetStorage.build_claim_set``.
 
     The set's lock comes first and stays held through the build: a claim that
     wants this set waits while it is held, and builds at once when it is not.
     """
-    automatic = timeout is not None
-    with set_build_lock(cursor, claim_set, wait=not automatic) as mine:
+    automatic = request.timeout is not None
+    with set_build_lock(cursor, request.claim_set, wait=not automatic) as mine:
         if not mine:
             return None  # another process builds this set: the caller waits for it
         with build_lock(cursor, wait=not automatic) as held:
             if not held:
                 return None  # another set's build (or a drop) runs: not waited for
-            return _build_locked(
-                cursor,
-                storage_table,
-                where,
-                claim_set,
-                origin,
-                timeout,
-                automatic_limit,
-                idle_seconds,
-            )
+            return _build_locked(cursor, storage_table, where, request)
 
 
 def _build_locked(
-    cursor: psycopg.Cursor[Any],
-    storage_table: str,
-    where: WhereCompiler,
-    claim_set: ClaimSet,
-    origin: Origin,
-    timeout: float | None,
-    automatic_limit: int,
-    idle_seconds: float,
+    cursor: psycopg.Cursor[Any], storage_table: str, where: WhereCompiler, request: BuildRequest
 ) -> StoredSet | None:
     """``build`` under both locks: nobody else chooses a name or builds now."""
+    claim_set, origin, timeout = request.claim_set, request.origin, request.timeout
     automatic = timeout is not None
     sets_table = schema.sets_table(storage_table)
     listed = set_catalog.load(cursor, sets_table)
     known = set_catalog.find(listed, claim_set)
-    if automatic and not _may_add(cursor, storage_table, known, automatic_limit, idle_seconds):
+    if automatic and not _may_add(cursor, storage_table, known, request):
         return None
     name = set_catalog.choose_name(cursor, storage_table, listed, claim_set)
     try:
@@ -180,16 +175,17 @@ def _may_add(
     cursor: psycopg.Cursor[Any],
     storage_table: str,
     known: StoredSet | None,
-    limit: int,
-    idle_seconds: float,
+    request: BuildRequest,
 ) -> bool:
     """Not given up on, and listed already or room under the store's bound (idle sets go)."""
     if known is not None:
         return known.state != "failed"
     sets_table = schema.sets_table(storage_table)
+    limit = request.automatic_limit
     if set_catalog.automatic_count(cursor, sets_table) < limit:
         return True
-    _drop_each(cursor, storage_table, set_catalog.idle_names(cursor, sets_table, idle_seconds))
+    idle = set_catalog.idle_names(cursor, sets_table, request.idle_seconds)
+    _drop_each(cursor, storage_table, idle)
     return set_catalog.automatic_count(cursor, sets_table) < limit
 
 
@@ -200,7 +196,12 @@ def may_build_index(cursor: psycopg.Cursor[Any], table: str) -> bool:
 
 
 def build_concurrently(
-    cursor: psycopg.Cursor[Any], table: str, name: str, create: str, *, timeout: float | None
+    cursor: psycopg.Cursor[Any],
+    table: str,
+    name: str,
+    create: sql.Composed | str,
+    *,
+    timeout: float | None,
 ) -> Outcome:
     """Build one index ``CONCURRENTLY`` (under the build lock), bounded when ``timeout`` is set.
 
@@ -226,7 +227,7 @@ def build_concurrently(
             if outcome is not None:
                 return outcome
         try:
-            cursor.execute(create.encode())
+            run_ddl(cursor, create)
             return "ready"
         except psycopg.Error as exc:
             with contextlib.suppress(psycopg.Error):

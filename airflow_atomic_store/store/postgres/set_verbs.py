@@ -7,7 +7,7 @@ Apart from the row verbs (``backend.py``), which the backend declares with these
 from __future__ import annotations
 
 from airflow_atomic_store.spec.claim_sets import ClaimSet
-from airflow_atomic_store.store.claim_sets import IDLE_SECONDS, Origin, StoredSet
+from airflow_atomic_store.store.claim_sets import BuildRequest, StoredSet
 from airflow_atomic_store.store.compiler import WhereCompiler
 from airflow_atomic_store.store.postgres import claim_sets, schema, set_catalog
 from airflow_atomic_store.store.postgres.connection import PostgresConnection
@@ -27,25 +27,9 @@ class PostgresSetVerbs:
         with self._connection.cursor(many_rows=True) as cur:
             return claim_sets.load(cur, schema.sets_table(self._table_name))
 
-    def build_claim_set(
-        self,
-        claim_set: ClaimSet,
-        origin: Origin,
-        *,
-        timeout: float | None,
-        automatic_limit: int,
-    ) -> StoredSet | None:
+    def build_claim_set(self, request: BuildRequest) -> StoredSet | None:
         with self._connection.cursor() as cur:
-            return claim_sets.build(
-                cur,
-                storage_table=self._table_name,
-                where=self._where,
-                claim_set=claim_set,
-                origin=origin,
-                timeout=timeout,
-                automatic_limit=automatic_limit,
-                idle_seconds=IDLE_SECONDS,
-            )
+            return claim_sets.build(cur, self._table_name, self._where, request)
 
     def build_in_progress(self, claim_set: ClaimSet) -> bool:
         with self._connection.cursor() as cur:

@@ -80,24 +80,22 @@ _ARCHIVE = sql.SQL(
 )
 #: The catalog entry of the id a process holds, if it is still that name's: a primary-key
 #: lookup of a small, cached table. Parameters: the id, the name.
-_HELD = "FROM {tables} AS c WHERE c.id = %s AND c.name = %s"
+_HELD = sql.SQL("FROM {tables} AS c WHERE c.id = %s AND c.name = %s")
 #: ``_HELD``'s id as an inserted row's: a stale id inserts nothing. Parameters: key, value,
 #: then ``_HELD``'s. (A foreign key would take a KEY SHARE lock on the catalog row per
 #: insert, and concurrent inserts into one table would share it through multixacts.)
-_INSERT = "INSERT INTO {table} AS t (table_id, key, value) SELECT c.id, %s, %s " + _HELD
+_INSERT = sql.SQL("INSERT INTO {table} AS t (table_id, key, value) SELECT c.id, %s, %s {held}")
 _UPSERT = sql.SQL(
-    _INSERT + " "
-    "ON CONFLICT (table_id, key) DO UPDATE "
+    "{insert} ON CONFLICT (table_id, key) DO UPDATE "
     "SET value = {apply}, record_timestamp = clock_timestamp() "
     "RETURNING t.value, (t.xmax = 0) AS inserted"
 )
 _PUT = sql.SQL(
-    _INSERT + " "
-    "ON CONFLICT (table_id, key) DO UPDATE "
+    "{insert} ON CONFLICT (table_id, key) DO UPDATE "
     "SET value = EXCLUDED.value, record_timestamp = clock_timestamp()"
 )
 #: A seed inserts the row if absent, else reads it: a duplicate delivery writes nothing.
-_SEED_INSERTED = sql.SQL(_INSERT + " ON CONFLICT (table_id, key) DO NOTHING RETURNING value")
+_SEED_INSERTED = sql.SQL("{insert} ON CONFLICT (table_id, key) DO NOTHING RETURNING value")
 _SEED_EFFECT = sql.SQL(
     "SELECT value, true AS inserted FROM inserted UNION ALL "
     "SELECT value, false FROM {table} WHERE table_id = %s AND key = %s "
@@ -121,7 +119,7 @@ _NOTIFIED = sql.SQL("SELECT pg_notify(%s, '') WHERE EXISTS (SELECT FROM {changed
 #: id); a scalar subquery reads the held id's catalog entry (``_HELD``), so a call made
 #: with a stale id records nothing (its two parameters follow the receipt's).
 _RECORDED = {
-    "update": (sql.SQL("jsonb_build_array((SELECT value FROM effect))"), sql.SQL(_HELD)),
+    "update": (sql.SQL("jsonb_build_array((SELECT value FROM effect))"), _HELD),
     # In claim order as this call returns it (``in_claim_order``: ties by key in
     # code point order, which is "C" collation's order for UTF-8), so a replay,
     # whatever direction it asks for, returns the first call's batch as it was.
@@ -131,7 +129,7 @@ _RECORDED = {
             'ORDER BY claim_order {direction}, key COLLATE "C" {direction}) FROM effect), '
             "'[]'::jsonb)"
         ),
-        sql.SQL(_HELD),
+        _HELD,
     ),
     "upsert": (sql.SQL("jsonb_build_array(inserted, value)"), sql.SQL("FROM effect")),
 }
@@ -177,9 +175,10 @@ class StatementCompiler:
         self._table = sql.Identifier(table_name)
         self._receipts = sql.Identifier(receipts.receipts_name(table_name))
         self._tables = sql.Identifier(schema.tables_catalog_name(table_name))
-        catalog = self._tables.as_string(None)
-        self._by_name = f"r.table_id = (SELECT id FROM {catalog} WHERE name = %s)"
-        self._archive_filter = f"r.table_id = %s AND EXISTS (SELECT {_HELD.format(tables=catalog)})"
+        self._held = _HELD.format(tables=self._tables)
+        self._insert = _INSERT.format(table=self._table, held=self._held)
+        self._by_name = _BY_NAME.format(tables=self._tables).as_string(None)
+        self._archive_filter = _ARCHIVE_FILTER.format(held=self._held).as_string(None)
         self._notify = notify
         self.where = WhereCompiler(PostgresWhere())
         self.queries = NamedQueries(table=self._table, receipts=self._receipts, tables=self._tables)
@@ -202,14 +201,14 @@ class StatementCompiler:
         return _RECEIPT.format(
             receipts=self._receipts,
             result=result.format(direction=direction),
-            source=source.format(tables=self._tables),
+            source=source.format(tables=self._tables),  # ``_HELD``'s, or none
         )
 
     def _finish(self, statement: sql.Composable) -> bytes:
         return statement.as_string(None).encode()
 
     def _put(self, extras: Extras) -> bytes:
-        put = _PUT.format(table=self._table, tables=self._tables)
+        put = _PUT.format(insert=self._insert)
         if not extras.notify:
             return self._finish(put)
         effect = _cte("effect", sql.SQL("{} RETURNING 1").format(put))
@@ -222,7 +221,7 @@ class StatementCompiler:
         return self._effect_statement(effect, "update", extras, sql.SQL("SELECT value FROM effect"))
 
     def _upsert(self, apply: str, extras: Extras) -> bytes:
-        effect = _UPSERT.format(table=self._table, tables=self._tables, apply=sql.SQL(apply))
+        effect = _UPSERT.format(insert=self._insert, apply=sql.SQL(apply))
         final = sql.SQL("SELECT value, inserted FROM effect")
         return self._effect_statement(effect, "upsert", extras, final)
 
@@ -273,7 +272,7 @@ class StatementCompiler:
 
     def _seed(self, extras: Extras) -> bytes:
         ctes: list[sql.Composable] = [
-            _cte("inserted", _SEED_INSERTED.format(table=self._table, tables=self._tables)),
+            _cte("inserted", _SEED_INSERTED.format(insert=self._insert)),
             _cte("effect", _SEED_EFFECT.format(table=self._table)),
         ]
         if extras.receipt:
@@ -340,3 +339,6 @@ class StatementCompiler:
 
 
 _SELECTIONS = {"pick": _PICK, "count": _COUNT}
+#: A count's table filter by name (``selection_filter``), and a delete-claim's with an archive.
+_BY_NAME = sql.SQL("r.table_id = (SELECT id FROM {tables} WHERE name = %s)")
+_ARCHIVE_FILTER = sql.SQL("r.table_id = %s AND EXISTS (SELECT {held})")

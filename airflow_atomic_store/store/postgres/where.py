@@ -1,7 +1,8 @@
 """PostgreSQL ``jsonb`` SQL for each positive ``where`` operator.
 
-Each entry receives the path expressions and the kind of the condition value
-and returns SQL with ``%s`` placeholders. A positive form may yield SQL NULL
+Each entry receives the path expressions, the kind of the condition value and
+a ``bind`` that writes the value (a ``%s`` placeholder, or the value as a literal
+for a claimable set's condition), and returns SQL. A positive form may yield SQL NULL
 for "false" (NULL behaves as false under AND/OR in a WHERE); negations wrap it
 in ``COALESCE(…, false)`` first, so ``not_*`` is always the exact negation.
 
@@ -11,7 +12,6 @@ the evaluation order of ``AND``, and casting a jsonb string to numeric raises.
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
@@ -20,7 +20,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from airflow_atomic_store.spec.paths import Segment
-from airflow_atomic_store.store.compiler import Fragment, OperatorSQL, PathSQL, inline_parameters
+from airflow_atomic_store.store.compiler import Bind, OperatorSQL, PathSQL, literal_sql
 from airflow_atomic_store.store.postgres.jsonb import exact_numeric, jsonb
 
 
@@ -108,67 +108,65 @@ def as_text(value: Any) -> str:
     return str(value)
 
 
-def _equals(path: PathSQL, kind: str) -> Fragment:
+def _equals(path: PathSQL, kind: str, bind: Bind) -> str:
     # jsonb equality is deep and compares numbers by value; booleans and
     # numbers never equal each other. Written as a bare comparison so an
     # expression index on the path can serve it.
-    return Fragment(f"({path.json} = %s::jsonb)", (as_jsonb,))
+    return f"({path.json} = {bind(as_jsonb)}::jsonb)"
 
 
 def _ordered(symbol: str) -> OperatorSQL:
-    def compile_(path: PathSQL, kind: str) -> Fragment:
+    def compile_(path: PathSQL, kind: str, bind: Bind) -> str:
         if kind == "number":
-            return Fragment(
+            return (
                 f"(CASE WHEN {path.type} = 'number' "
-                f"THEN {path.json}::numeric {symbol} %s::numeric END)",
-                (as_numeric,),
+                f"THEN {path.json}::numeric {symbol} {bind(as_numeric)}::numeric END)"
             )
-        return Fragment(
+        return (
             f"(CASE WHEN {path.type} = 'string' "
-            f'THEN {path.text} COLLATE "C" {symbol} %s::text COLLATE "C" END)',
-            (as_text,),
+            f'THEN {path.text} COLLATE "C" {symbol} {bind(as_text)}::text COLLATE "C" END)'
         )
 
     return compile_
 
 
-def _in(path: PathSQL, kind: str) -> Fragment:
-    return Fragment(f"({path.json} = ANY(%s::jsonb[]))", (as_jsonb_array,))
+def _in(path: PathSQL, kind: str, bind: Bind) -> str:
+    return f"({path.json} = ANY({bind(as_jsonb_array)}::jsonb[]))"
 
 
-_ELEMENT_EQUALS = (
-    "EXISTS (SELECT 1 FROM jsonb_array_elements({json}) AS e(v) WHERE e.v = %s::jsonb)"
-)
+def _element_equals(path: PathSQL, bind: Bind) -> str:
+    return (
+        f"EXISTS (SELECT 1 FROM jsonb_array_elements({path.json}) AS e(v) "
+        f"WHERE e.v = {bind(as_jsonb)}::jsonb)"
+    )
 
 
-def _contains(path: PathSQL, kind: str) -> Fragment:
-    member = _ELEMENT_EQUALS.format(json=path.json)
+def _contains(path: PathSQL, kind: str, bind: Bind) -> str:
     if kind == "string":
-        return Fragment(
-            f"(CASE {path.type} WHEN 'string' THEN strpos({path.text}, %s::text) > 0 "
-            f"WHEN 'array' THEN {member} END)",
-            (as_text, as_jsonb),
+        needle = bind(as_text)  # first: the values are bound in the order the text holds them
+        return (
+            f"(CASE {path.type} WHEN 'string' THEN strpos({path.text}, {needle}::text) > 0 "
+            f"WHEN 'array' THEN {_element_equals(path, bind)} END)"
         )
-    return Fragment(f"(CASE WHEN {path.type} = 'array' THEN {member} END)", (as_jsonb,))
+    return f"(CASE WHEN {path.type} = 'array' THEN {_element_equals(path, bind)} END)"
 
 
-def _starts_with(path: PathSQL, kind: str) -> Fragment:
-    return Fragment(
-        f"(CASE WHEN {path.type} = 'string' THEN starts_with({path.text}, %s::text) END)",
-        (as_text,),
-    )
-
-
-def _ends_with(path: PathSQL, kind: str) -> Fragment:
-    return Fragment(
+def _starts_with(path: PathSQL, kind: str, bind: Bind) -> str:
+    return (
         f"(CASE WHEN {path.type} = 'string' "
-        f"THEN right({path.text}, char_length(%s::text)) = %s::text END)",
-        (as_text, as_text),
+        f"THEN starts_with({path.text}, {bind(as_text)}::text) END)"
     )
 
 
-def _exists(path: PathSQL, kind: str) -> Fragment:
-    return Fragment(f"({path.json} IS NOT NULL)")
+def _ends_with(path: PathSQL, kind: str, bind: Bind) -> str:
+    return (
+        f"(CASE WHEN {path.type} = 'string' "
+        f"THEN right({path.text}, char_length({bind(as_text)}::text)) = {bind(as_text)}::text END)"
+    )
+
+
+def _exists(path: PathSQL, kind: str, bind: Bind) -> str:
+    return f"({path.json} IS NOT NULL)"
 
 
 OPERATORS: dict[str, OperatorSQL] = {
@@ -185,41 +183,9 @@ OPERATORS: dict[str, OperatorSQL] = {
 }
 
 
-#: psycopg's placeholder grammar as this package writes statements: ``%%`` or ``%s``.
-_PLACEHOLDER = re.compile(r"%[%s]")
-
-
-def substitute_literals(statement: str, values: list[Any]) -> str:
-    """``%s`` placeholders replaced, in order, by the values quoted by psycopg.
-
-    Each literal gets its ``%`` doubled like every other literal in a statement
-    that still goes through the placeholder parser; ``%%`` is left alone.
-    """
-    remaining = iter(values)
-
-    def replace(match: re.Match[str]) -> str:
-        return "%%" if match.group(0) == "%%" else literal(next(remaining))
-
-    return _PLACEHOLDER.sub(replace, statement)
-
-
-def substitute_positional(statement: str) -> str:
-    """The statement with ``$1``, ``$2``… for its ``%s``, as ``PREPARE`` takes it."""
-    numbers = iter(range(1, 1 << 16))
-
-    def replace(match: re.Match[str]) -> str:
-        return "%" if match.group(0) == "%%" else f"${next(numbers)}"
-
-    return _PLACEHOLDER.sub(replace, statement)
-
-
-def without_placeholders(statement: str) -> str:
-    """Text for a statement run without parameters (DDL): ``%%`` back to ``%``."""
-    return statement.replace("%%", "%")
-
-
 class PostgresWhere:
     operators = OPERATORS
+    placeholder = "%s"
     match_all = " AND "
     match_any = " OR "
     always_true = "TRUE"
@@ -230,7 +196,7 @@ class PostgresWhere:
 
     @staticmethod
     def literal_condition(path: PathSQL, positive: str, kind: str, value: Any) -> str:
-        return inline_parameters(OPERATORS[positive](path, kind), value, substitute_literals)
+        return literal_sql(OPERATORS[positive], path, kind, value, literal)
 
     @staticmethod
     def negate(condition: str) -> str:

@@ -21,7 +21,7 @@ from airflow_atomic_store.spec import apply
 from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.spec.values import dumps
 from airflow_atomic_store.store.backend import Notifications, check_storage_table
-from airflow_atomic_store.store.claim_sets import IDLE_SECONDS, Origin, StoredSet
+from airflow_atomic_store.store.claim_sets import BuildRequest, StoredSet
 from airflow_atomic_store.store.requests import (
     Backlog,
     Claimed,
@@ -88,29 +88,14 @@ class SqliteBackend:
         with self._transaction(write=False) as connection:
             return claim_sets.load(connection, self._table)
 
-    def build_claim_set(
-        self,
-        claim_set: ClaimSet,
-        origin: Origin,
-        *,
-        timeout: float | None,
-        automatic_limit: int,
-    ) -> StoredSet | None:
+    def build_claim_set(self, request: BuildRequest) -> StoredSet | None:
         """Record the set and build its partial index in one write transaction.
 
         SQLite has one writer at a time, so the build holds up other writers for
         as long as it takes; ``timeout`` is not applied.
         """
         with self._transaction() as connection:
-            return claim_sets.build(
-                connection,
-                storage_table=self._table,
-                where=self._sql.where,
-                claim_set=claim_set,
-                origin=origin,
-                automatic_limit=automatic_limit,
-                idle_seconds=IDLE_SECONDS,
-            )
+            return claim_sets.build(connection, self._table, self._sql.where, request)
 
     def build_in_progress(self, claim_set: ClaimSet) -> bool:
         """Never visible: a build is one write transaction, which other writers wait for."""

@@ -17,7 +17,7 @@ from airflow_atomic_store import timestamps
 from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.spec.values import dumps
 from airflow_atomic_store.store.backend import is_set_index
-from airflow_atomic_store.store.claim_set_types import Origin, StoredSet, stored_set
+from airflow_atomic_store.store.claim_set_types import BuildRequest, StoredSet, stored_set
 from airflow_atomic_store.store.compiler import WhereCompiler
 
 #: Most names tried for one set (see the PostgreSQL ``set_catalog.choose_name``).
@@ -56,27 +56,22 @@ def _idle(used_at: str, now: datetime) -> float:
 
 
 def build(
-    connection: sqlite3.Connection,
-    *,
-    storage_table: str,
-    where: WhereCompiler,
-    claim_set: ClaimSet,
-    origin: Origin,
-    automatic_limit: int,
-    idle_seconds: float,
+    connection: sqlite3.Connection, storage_table: str, where: WhereCompiler, request: BuildRequest
 ) -> StoredSet | None:
     """Record the set and create its index; None if an automatic set finds no room.
 
     A new automatic set needs room under ``automatic_limit`` for the whole store;
-    idle automatic sets are dropped to make it.
+    idle automatic sets are dropped to make it. ``timeout`` is not applied: the
+    build is one write transaction, which holds up other writers however long it takes.
     """
+    claim_set, origin = request.claim_set, request.origin
     listed = load(connection, storage_table)
     identity = claim_set.identity
     known = next((s for s in listed if s.claim_set.identity == identity), None)
     if (
         origin == "automatic"
         and known is None
-        and not _room(connection, storage_table, listed, automatic_limit, idle_seconds)
+        and not _room(connection, storage_table, listed, request)
     ):
         return None
     name = (
@@ -101,16 +96,15 @@ def _room(
     connection: sqlite3.Connection,
     storage_table: str,
     listed: list[StoredSet],
-    limit: int,
-    idle_seconds: float,
+    request: BuildRequest,
 ) -> bool:
     automatic = [s for s in listed if s.origin == "automatic"]
-    if len(automatic) < limit:
+    if len(automatic) < request.automatic_limit:
         return True
-    idle = [s.name for s in automatic if s.idle >= idle_seconds]
+    idle = [s.name for s in automatic if s.idle >= request.idle_seconds]
     for name in idle:
         drop(connection, storage_table, name)
-    return len(automatic) - len(idle) < limit
+    return len(automatic) - len(idle) < request.automatic_limit
 
 
 def _free_name(

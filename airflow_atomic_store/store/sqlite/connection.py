@@ -15,7 +15,6 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
-from importlib import resources
 from pathlib import Path
 
 from airflow_atomic_store.exceptions import (
@@ -24,11 +23,13 @@ from airflow_atomic_store.exceptions import (
     StoreLocationError,
     StoreUnavailableError,
 )
+from airflow_atomic_store.store.named_queries import named_queries
 from airflow_atomic_store.store.sqlite.where import register_functions
 
 DEFAULT_BUSY_TIMEOUT = 60.0
-#: The tables and indexes (package data); ``{table}`` is the validated storage table.
-_SCHEMA = resources.files(__package__).joinpath("schema.sql").read_text(encoding="utf-8")
+#: The tables and indexes (package data), one statement per name, in creation order;
+#: ``{table}`` is the validated storage table.
+_SCHEMA = named_queries(__package__, "schema.sql")
 
 _TRANSIENT_MESSAGES = ("locked", "busy", "unable to open", "disk i/o")
 
@@ -168,9 +169,8 @@ class SqliteConnection:
             return
         connection.execute("BEGIN IMMEDIATE")
         try:
-            for statement in _SCHEMA.format(table=self._table).split(";"):
-                if statement.strip():
-                    connection.execute(statement)
+            for statement in _SCHEMA.values():
+                connection.execute(statement.format(table=self._table))
             connection.execute("COMMIT")
         except BaseException:
             connection.execute("ROLLBACK")

@@ -1,5 +1,8 @@
--- A store's tables and indexes. The hole in braces is the storage table, a validated
--- plain identifier (store.backend.check_storage_table). Split into statements at semicolons.
+-- A store's tables and indexes, one statement per name, created in this order
+-- (connection.py runs each). The hole in braces is the storage table, a validated
+-- plain identifier (store.backend.check_storage_table).
+
+-- name: rows
 CREATE TABLE IF NOT EXISTS {table} (
     table_name TEXT NOT NULL,
     key TEXT NOT NULL,
@@ -7,8 +10,12 @@ CREATE TABLE IF NOT EXISTS {table} (
     created_at TEXT NOT NULL,
     record_timestamp TEXT NOT NULL,
     PRIMARY KEY (table_name, key)
-);
-CREATE INDEX IF NOT EXISTS {table}_created_idx ON {table} (table_name, created_at, key);
+)
+
+-- name: rows_created_idx
+CREATE INDEX IF NOT EXISTS {table}_created_idx ON {table} (table_name, created_at, key)
+
+-- name: claim_sets
 CREATE TABLE IF NOT EXISTS {table}_claim_sets (
     name TEXT PRIMARY KEY,
     spec TEXT NOT NULL,
@@ -16,7 +23,9 @@ CREATE TABLE IF NOT EXISTS {table}_claim_sets (
     problem TEXT,
     created_at TEXT NOT NULL,
     used_at TEXT NOT NULL
-);
+)
+
+-- name: receipts
 CREATE TABLE IF NOT EXISTS {table}_receipts (
     idempotency_key TEXT PRIMARY KEY,
     primitive TEXT NOT NULL,
@@ -25,5 +34,7 @@ CREATE TABLE IF NOT EXISTS {table}_receipts (
     result TEXT NOT NULL,
     created_at TEXT NOT NULL,
     expires_at TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS {table}_receipts_expiry_idx ON {table}_receipts (expires_at);
+)
+
+-- name: receipts_expiry_idx
+CREATE INDEX IF NOT EXISTS {table}_receipts_expiry_idx ON {table}_receipts (expires_at)

@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow_atomic_store.spec.paths import Segment
 from airflow_atomic_store.spec.values import dumps, json_equal, json_type
-from airflow_atomic_store.store.compiler import Fragment, OperatorSQL, PathSQL, inline_parameters
+from airflow_atomic_store.store.compiler import Bind, OperatorSQL, PathSQL, literal_sql
 
 NUMERIC_TYPES = "('integer', 'real')"
 CONTAINER_TYPES = "('object', 'array')"
@@ -29,25 +29,6 @@ def literal(value: str | int | None) -> str:
     """A string, integer or NULL as an SQL literal, quoted by SQLite's own ``quote()``."""
     quoted: str = _quoter.execute("SELECT quote(?)", (value,)).fetchone()[0]
     return quoted
-
-
-def substitute_literals(statement: str, values: list[Any]) -> str:
-    """``?`` placeholders outside string literals replaced, in order, by quoted values.
-
-    Quoted path literals may hold a ``?`` of their own, so the scan skips
-    ``'…'`` literals (``''`` is an escaped quote inside one).
-    """
-    remaining = iter(values)
-    out: list[str] = []
-    quoted = False
-    for char in statement:
-        if char == "'":
-            quoted = not quoted
-        if char == "?" and not quoted:
-            out.append(literal(next(remaining)))
-        else:
-            out.append(char)
-    return "".join(out)
 
 
 def json_path(segments: tuple[Segment, ...]) -> str:
@@ -104,24 +85,24 @@ def _as_json_text(value: Any) -> str:
     return dumps(value)
 
 
-def equal_to_operand(type_sql: str, value_sql: str, kind: str) -> Fragment:
+def equal_to_operand(type_sql: str, value_sql: str, kind: str, bind: Bind) -> str:
     """``json_type``/value expressions equal to a bound operand of ``kind``."""
     if kind == "string":
-        return Fragment(f"({type_sql} = 'text' AND {value_sql} = ?)", (_identity,))
+        return f"({type_sql} = 'text' AND {value_sql} = {bind(_identity)})"
     if kind == "number":
-        return Fragment(f"({type_sql} IN {NUMERIC_TYPES} AND {value_sql} = ?)", (_identity,))
+        return f"({type_sql} IN {NUMERIC_TYPES} AND {value_sql} = {bind(_identity)})"
     if kind == "boolean":
-        return Fragment(f"({type_sql} = CASE WHEN ? THEN 'true' ELSE 'false' END)", (_identity,))
+        return f"({type_sql} = CASE WHEN {bind(_identity)} THEN 'true' ELSE 'false' END)"
     if kind == "null":
-        return Fragment(f"({type_sql} = 'null')")
-    return Fragment(
-        f"({type_sql} IN {CONTAINER_TYPES} AND atomic_store_json_equal({value_sql}, ?))",
-        (_as_json_text,),
+        return f"({type_sql} = 'null')"
+    return (
+        f"({type_sql} IN {CONTAINER_TYPES} "
+        f"AND atomic_store_json_equal({value_sql}, {bind(_as_json_text)}))"
     )
 
 
-def _equals(path: PathSQL, kind: str) -> Fragment:
-    return equal_to_operand(path.type, path.json, kind)
+def _equals(path: PathSQL, kind: str, bind: Bind) -> str:
+    return equal_to_operand(path.type, path.json, kind, bind)
 
 
 def _equals_literal(path: PathSQL, value: Any) -> str:
@@ -137,65 +118,67 @@ def _equals_literal(path: PathSQL, value: Any) -> str:
     """
     if isinstance(value, str) and not value.startswith(("[", "{")):
         return f"({path.json} = {literal(value)})"
-    return inline_parameters(_equals(path, json_type(value)), value, substitute_literals)
+    return literal_sql(_equals, path, json_type(value), value, literal)
 
 
 def _ordered(symbol: str) -> OperatorSQL:
-    def compile_(path: PathSQL, kind: str) -> Fragment:
+    def compile_(path: PathSQL, kind: str, bind: Bind) -> str:
         types = NUMERIC_TYPES if kind == "number" else "('text')"
-        return Fragment(f"({path.type} IN {types} AND {path.json} {symbol} ?)", (_identity,))
+        return f"({path.type} IN {types} AND {path.json} {symbol} {bind(_identity)})"
 
     return compile_
 
 
-def _in(path: PathSQL, kind: str) -> Fragment:
+def _in(path: PathSQL, kind: str, bind: Bind) -> str:
     # The list's items may be of any kind, so each is matched by its own type.
-    return Fragment(
-        "EXISTS (SELECT 1 FROM json_each(?) AS e WHERE CASE "
+    return (
+        f"EXISTS (SELECT 1 FROM json_each({bind(_as_json_text)}) AS e WHERE CASE "
         f"WHEN e.type IN {NUMERIC_TYPES} THEN {path.type} IN {NUMERIC_TYPES} "
         f"AND {path.json} = e.value "
         f"WHEN e.type = 'text' THEN {path.type} = 'text' AND {path.json} = e.value "
         f"WHEN e.type IN ('true', 'false', 'null') THEN {path.type} = e.type "
         f"ELSE {path.type} IN {CONTAINER_TYPES} "
-        f"AND atomic_store_json_equal({path.json}, e.value) END)",
-        (_as_json_text,),
+        f"AND atomic_store_json_equal({path.json}, e.value) END)"
     )
 
 
-def _contains(path: PathSQL, kind: str) -> Fragment:
-    member = equal_to_operand("e.type", "e.value", kind)
+def _membership(path: PathSQL, kind: str, bind: Bind) -> str:
     # json_each over the path walks an array's elements; guarded by the type
     # check because over an object it would walk the members instead.
-    membership = (
+    member = equal_to_operand("e.type", "e.value", kind, bind)
+    return (
         f"({path.type} = 'array' AND EXISTS (SELECT 1 FROM json_each(r.value, {path.literal}) "
-        f"AS e WHERE {member.sql}))"
+        f"AS e WHERE {member}))"
     )
+
+
+def _contains(path: PathSQL, kind: str, bind: Bind) -> str:
     if kind == "string":
-        return Fragment(
-            f"(CASE {path.type} WHEN 'text' THEN instr({path.text}, ?) > 0 "
-            f"WHEN 'array' THEN {membership} END)",
-            (_identity, *member.params),
+        needle = bind(_identity)  # first: the values are bound in the order the text holds them
+        return (
+            f"(CASE {path.type} WHEN 'text' THEN instr({path.text}, {needle}) > 0 "
+            f"WHEN 'array' THEN {_membership(path, kind, bind)} END)"
         )
-    return Fragment(membership, member.params)
+    return _membership(path, kind, bind)
 
 
-def _starts_with(path: PathSQL, kind: str) -> Fragment:
-    return Fragment(
-        f"({path.type} = 'text' AND substr({path.text}, 1, length(?)) = ?)",
-        (_identity, _identity),
+def _starts_with(path: PathSQL, kind: str, bind: Bind) -> str:
+    return (
+        f"({path.type} = 'text' "
+        f"AND substr({path.text}, 1, length({bind(_identity)})) = {bind(_identity)})"
     )
 
 
-def _ends_with(path: PathSQL, kind: str) -> Fragment:
-    return Fragment(
-        f"({path.type} = 'text' AND length({path.text}) >= length(?) "
-        f"AND substr({path.text}, length({path.text}) - length(?) + 1) = ?)",
-        (_identity, _identity, _identity),
+def _ends_with(path: PathSQL, kind: str, bind: Bind) -> str:
+    return (
+        f"({path.type} = 'text' AND length({path.text}) >= length({bind(_identity)}) "
+        f"AND substr({path.text}, length({path.text}) - length({bind(_identity)}) + 1) "
+        f"= {bind(_identity)})"
     )
 
 
-def _exists(path: PathSQL, kind: str) -> Fragment:
-    return Fragment(f"({path.type} IS NOT NULL)")
+def _exists(path: PathSQL, kind: str, bind: Bind) -> str:
+    return f"({path.type} IS NOT NULL)"
 
 
 OPERATORS: dict[str, OperatorSQL] = {
@@ -214,6 +197,7 @@ OPERATORS: dict[str, OperatorSQL] = {
 
 class SqliteWhere:
     operators = OPERATORS
+    placeholder = "?"
     match_all = " AND "
     match_any = " OR "
     always_true = "1"
@@ -233,7 +217,7 @@ class SqliteWhere:
             return "(" + " OR ".join(_equals_literal(path, item) for item in value) + ")"
         if positive == "equals":
             return _equals_literal(path, value)
-        return inline_parameters(OPERATORS[positive](path, kind), value, substitute_literals)
+        return literal_sql(OPERATORS[positive], path, kind, value, literal)
 
     @staticmethod
     def negate(condition: str) -> str:
