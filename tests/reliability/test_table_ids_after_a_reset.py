@@ -22,6 +22,7 @@ import psycopg
 import pytest
 
 from airflow_atomic_store import AtomicStore
+from airflow_atomic_store.store.plumbing import plumbing
 from tests.support.long_lived_store import LongLivedStore, long_lived_store
 
 STORAGE = "atomic_store_rows"
@@ -189,3 +190,32 @@ def test_retiring_into_an_archive_after_a_reset_loses_no_row(store_url: str, res
             assert sorted(row["key"] for row in other.query("archive")) == ["f1", "x1"]
             assert other.query("finished") == []
         assert _rows_under_ids_nobody_holds(store_url) == 0
+
+
+@pytest.mark.parametrize("reset", sorted(RESETS))
+def test_a_triggers_reads_on_its_own_connection_find_the_new_tables(
+    store_url: str, reset: str
+) -> None:
+    """A trigger's row read and count run on its listening connection, not the store's:
+    they look the id up by name, so the trigger a reset left waiting sees the new rows."""
+    with AtomicStore(store_url) as waiting:  # the trigger's store, holding the ids
+        waiting.put("orders", "o1", {"of": "orders"})
+        waiting.put("queue", "q0", {"status": "done"})
+        notifications = plumbing(waiting).notifications
+        _reset(store_url, reset)
+        with AtomicStore(store_url) as other:
+            other.put("payroll", "p1", {"of": "payroll"})
+            other.put("orders", "o-new", {"of": "orders"})
+            other.put("queue", "q1", {"status": "ready"})
+        if notifications is None:  # SQLite: no notifications; its triggers poll the store
+            assert waiting.get("orders", "o-new") == {"of": "orders"}
+            assert waiting.count("queue", where=READY) == 1
+            return
+        selection = plumbing(waiting).queues.backlog_selection("queue", READY, at_most=10)
+        with psycopg.connect(store_url, autocommit=True) as listening:
+            statement, params = notifications.value_query("orders", "o-new")
+            assert listening.execute(statement, params).fetchone() == ({"of": "orders"},)
+            statement, params = notifications.value_query("orders", "p1")
+            assert listening.execute(statement, params).fetchone() is None
+            statement, params = notifications.count_query(selection)
+            assert listening.execute(statement, params).fetchone() == (1, "q1")
