@@ -18,9 +18,9 @@ def _serve(url: str, calls: Any, replies: Any) -> None:
 
     with AtomicStore(url) as store:
         while (call := calls.get()) is not None:
-            verb, args = call
+            verb, args, kwargs = call
             try:
-                replies.put(("ok", getattr(store, verb)(*args)))
+                replies.put(("ok", getattr(store, verb)(*args, **kwargs)))
             except Exception as exc:  # sent back: the test asserts on it
                 replies.put(("error", f"{type(exc).__name__}: {exc}"))
 
@@ -30,9 +30,9 @@ class LongLivedStore:
         self._calls = calls
         self._replies = replies
 
-    def call(self, verb: str, *args: Any) -> tuple[str, Any]:
+    def call(self, verb: str, *args: Any, **kwargs: Any) -> tuple[str, Any]:
         """``("ok", result)`` or ``("error", "Type: message")``."""
-        self._calls.put((verb, args))
+        self._calls.put((verb, args, kwargs))
         return self._replies.get(timeout=60)  # type: ignore[no-any-return]
 
 

@@ -8,30 +8,34 @@ another claimer holds) and marks them in the same statement. Upsert is
 ``INSERT … ON CONFLICT DO UPDATE``; ``xmax = 0`` on the returned row tells an
 insert from an update.
 
+A process holds each logical table's id (``tables.py``); after a reset of the
+store's tables by someone else those ids match nothing. A write that inserts checks
+its id in the catalog within its statement, and a call that found nothing checks
+it afterwards: a stale id is reloaded and the call made once more.
+
 The backend *has* a connection (``connection.py``: opened lazily, schema
 ensured, errors translated) and a statement compiler (``statements.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from airflow_atomic_store.exceptions import StoreUnavailableError
-from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.store.backend import check_storage_table, decoded, in_claim_order
-from airflow_atomic_store.store.claim_sets import BuildRequest, StoredSet
+from airflow_atomic_store.store.delegation import delegated
 from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, NOTIFY_MODES, channel_for
-from airflow_atomic_store.store.postgres import claim_sets, receipts, schema, set_catalog
+from airflow_atomic_store.store.postgres import receipts, tables
 from airflow_atomic_store.store.postgres.connection import Connect, PostgresConnection
 from airflow_atomic_store.store.postgres.explain import explain
 from airflow_atomic_store.store.postgres.jsonb import jsonb
 from airflow_atomic_store.store.postgres.listener import PostgresListener
 from airflow_atomic_store.store.postgres.mutation_sql import mutations_sql
+from airflow_atomic_store.store.postgres.set_verbs import PostgresSetVerbs
 from airflow_atomic_store.store.postgres.statements import StatementCompiler
-from airflow_atomic_store.store.postgres.tables import TableIds
 from airflow_atomic_store.store.receipts import Receipt
 from airflow_atomic_store.store.requests import (
     Backlog,
@@ -46,8 +50,16 @@ from airflow_atomic_store.store.requests import (
 )
 from airflow_atomic_store.store.snapshot import Snapshot
 
+_OWNER = "PostgresBackend"
+
+
+def _sets(backend: PostgresBackend) -> PostgresSetVerbs:
+    return backend._sets
+
+
 #: Seed statements a seed may take while other sessions insert and delete its row.
 _SEED_ATTEMPTS = 100
+T = TypeVar("T")
 
 
 class PostgresBackend:
@@ -65,7 +77,7 @@ class PostgresBackend:
         read_only: bool = False,
     ) -> None:
         self._table_name = check_storage_table(storage_table)
-        self._ids = TableIds(self._table_name)
+        self._ids = tables.TableIds(self._table_name)
         self.connection = PostgresConnection(
             connect,
             table_name=self._table_name,
@@ -77,6 +89,7 @@ class PostgresBackend:
         )
         self._cursor = self.connection.cursor
         self._sql = StatementCompiler(self._table_name, notify)
+        self._sets = PostgresSetVerbs(self.connection, self._table_name, self._sql.where)
 
     def _id(self, table: str) -> int:
         """A written table's id, given to it on its first write."""
@@ -88,6 +101,10 @@ class PostgresBackend:
         Reads never write, not even the catalog: a read-only role can read.
         """
         return self._ids.known(self._cursor, table)
+
+    def _again_if_stale(self, call: Callable[[], T], missed: Callable[[T], bool], *names: str) -> T:
+        """``call()``, made once more if it found nothing with an id gone stale (``tables.py``)."""
+        return self._ids.again_if_stale(self._cursor, call, missed, names)
 
     # -- notifications (the trigger's capability) ----------------------------
 
@@ -102,7 +119,8 @@ class PostgresBackend:
         return self._selection("count", selection)
 
     def value_query(self, table: str, key: str) -> tuple[bytes, list[Any]]:
-        return self._sql.queries["get"], [self._read_id(table), key]
+        """By name: a trigger runs it on its own connection, where no stale id is noticed."""
+        return self._sql.queries["get_by_name"], [table, key]
 
     def written_query(self, table: str) -> tuple[bytes, list[Any]] | None:
         """The catalog lookup :meth:`count_query` would make for a table not yet seen written."""
@@ -114,81 +132,57 @@ class PostgresBackend:
 
         return snapshot(self._cursor(many_rows=True), self._table_name, self._sql.where)
 
-    # -- claimable sets -----------------------------------------------------
+    # -- claimable sets (``set_verbs.py``) ------------------------------------
 
-    def load_claim_sets(self) -> list[StoredSet]:
-        with self._cursor(many_rows=True) as cur:
-            return claim_sets.load(cur, schema.sets_table(self._table_name))
-
-    def build_claim_set(self, request: BuildRequest) -> StoredSet | None:
-        with self._cursor() as cur:
-            return claim_sets.build(cur, self._table_name, self._sql.where, request)
-
-    def build_in_progress(self, claim_set: ClaimSet) -> bool:
-        with self._cursor() as cur:
-            return claim_sets.build_in_progress(cur, claim_set)
-
-    def touch_claim_set(self, name: str) -> bool:
-        if self.connection.read_only:
-            return True
-        with self._cursor() as cur:
-            return set_catalog.touch(cur, schema.sets_table(self._table_name), name)
-
-    def drop_idle_claim_sets(self, idle_seconds: float) -> list[str]:
-        if self.connection.read_only:
-            return []
-        with self._cursor() as cur:
-            return claim_sets.drop_idle(cur, self._table_name, idle_seconds)
-
-    def ensure_record_index(self, *, timeout: float) -> bool:
-        """The ``record_timestamp`` index, built the first time something orders by it.
-
-        A read-only store builds nothing: it orders without the index.
-        """
-        if self.connection.read_only:
-            return False
-        name, create = schema.record_index(self._table_name)
-        sets_table = schema.sets_table(self._table_name)
-        with self._cursor() as cur:
-            if claim_sets.record_index_given_up(cur, sets_table, name):
-                return False
-            with claim_sets.build_lock(cur, wait=False) as held:
-                if not held:
-                    return False
-                outcome = claim_sets.build_concurrently(
-                    cur, self._table_name, name, create.decode(), timeout=timeout
-                )
-            claim_sets.record_index_gave_up(cur, sets_table, name, outcome, timeout)
-        return outcome == "ready"
-
-    def drop_claim_set(self, name: str) -> bool:
-        with self._cursor() as cur:
-            return claim_sets.drop(cur, self._table_name, name)
+    load_claim_sets = delegated(PostgresSetVerbs.load_claim_sets, _sets, _OWNER)
+    build_claim_set = delegated(PostgresSetVerbs.build_claim_set, _sets, _OWNER)
+    build_in_progress = delegated(PostgresSetVerbs.build_in_progress, _sets, _OWNER)
+    touch_claim_set = delegated(PostgresSetVerbs.touch_claim_set, _sets, _OWNER)
+    drop_idle_claim_sets = delegated(PostgresSetVerbs.drop_idle_claim_sets, _sets, _OWNER)
+    ensure_record_index = delegated(PostgresSetVerbs.ensure_record_index, _sets, _OWNER)
+    drop_claim_set = delegated(PostgresSetVerbs.drop_claim_set, _sets, _OWNER)
 
     # -- plain verbs ----------------------------------------------------------
 
     def put(self, table: str, key: str, value: dict[str, Any]) -> None:
+        """A put whose held id went stale inserts nothing (``statements._INSERT``): the
+        ids are reloaded and it is made again; a second miss (reset again) raises."""
         extras, channel = self._sql.extras("put", table, keyed=False)
-        with self._cursor() as cur:
-            cur.execute(self._sql.put(extras), (self._id(table), key, jsonb(value), *channel))
+        statement, stored = self._sql.put(extras), jsonb(value)
+        for _ in range(2):
+            with self._cursor() as cur:
+                args = (key, stored, self._id(table), table, *channel)
+                if cur.execute(statement, args).rowcount:
+                    return
+            self._ids.forget()
+        raise tables.reset_meanwhile(table)
 
     def get(self, table: str, key: str) -> dict[str, Any] | None:
-        with self._cursor() as cur:
-            row = cur.execute(self._sql.queries["get"], (self._read_id(table), key)).fetchone()
-        return None if row is None else row[0]
+        def get() -> dict[str, Any] | None:
+            with self._cursor() as cur:
+                row = cur.execute(self._sql.queries["get"], (self._read_id(table), key)).fetchone()
+            return None if row is None else row[0]
+
+        return self._again_if_stale(get, lambda value: value is None, table)
 
     def delete(self, table: str, key: str) -> bool:
-        args = (self._read_id(table), key)
-        with self._cursor() as cur:
-            return cur.execute(self._sql.queries["delete"], args).fetchone() is not None
+        def delete() -> bool:
+            args = (self._read_id(table), key)
+            with self._cursor() as cur:
+                return cur.execute(self._sql.queries["delete"], args).fetchone() is not None
+
+        return self._again_if_stale(delete, lambda deleted: not deleted, table)
 
     def query(self, selection: Selection) -> list[Row]:
         where_sql, params = self._sql.where.compile(selection.where, selection.match)
-        args = (self._read_id(selection.table), *params, selection.limit)
-        with self._cursor(many_rows=selection.limit > 1) as cur:
-            return decoded(
-                cur.execute(self._sql.query(where_sql, selection.ordering), args).fetchall()
-            )
+        statement = self._sql.query(where_sql, selection.ordering)
+
+        def query() -> list[Row]:
+            args = (self._read_id(selection.table), *params, selection.limit)
+            with self._cursor(many_rows=selection.limit > 1) as cur:
+                return decoded(cur.execute(statement, args).fetchall())
+
+        return self._again_if_stale(query, lambda rows: not rows, selection.table)
 
     def count(self, selection: Selection) -> Backlog:
         statement, params = self.count_query(selection)
@@ -202,8 +196,11 @@ class PostgresBackend:
             return explain(cur, statement, params, generic=generic)
 
     def _selection(self, kind: str, selection: Selection) -> tuple[bytes, list[Any]]:
+        """A count binds the table's name (the statement looks its id up: a trigger runs
+        it on its own connection, where no stale id would be noticed); explain its id."""
+        table = selection.table if kind == "count" else self._read_id(selection.table)
         table_filter, where_sql, params = self._sql.selection_filter(
-            self._read_id(selection.table), selection.where, selection.match, selection.claim_set
+            table, selection.where, selection.match, selection.claim_set
         )
         statement = self._sql.selection(
             kind, where_sql, selection.ordering, selection.limit, table_filter
@@ -217,11 +214,20 @@ class PostgresBackend:
         extras, channel = self._sql.extras("update", request.table, request.receipt is not None)
         where_sql, params = self._sql.where.compile(request.where, request.match)
         statement = self._sql.update(where_sql, apply, extras)
-        args = (*mutation_params, self._id(request.table), request.key, *params)
-        rows, recorded = self._execute(statement, args, channel, request.receipt, many_rows=False)
-        if recorded is not receipts.NOTHING:
-            return Updated(recorded[0], replayed=True)
-        return Updated(rows[0][0] if rows else None)
+        held = (request.table,)
+
+        def update() -> Updated:
+            args = (*mutation_params, self._id(request.table), request.key, *params)
+            rows, recorded = self._execute(
+                statement, args, channel, request.receipt, many_rows=False, held=held
+            )
+            if recorded is not receipts.NOTHING:
+                return Updated(recorded[0], replayed=True)
+            return Updated(rows[0][0] if rows else None)
+
+        return self._again_if_stale(
+            update, lambda done: done.value is None and not done.replayed, *held
+        )
 
     def claim(self, request: ClaimRequest) -> Claimed:
         selection = request.selection
@@ -231,24 +237,37 @@ class PostgresBackend:
             apply, mutation_params = mutations_sql(request.mutations, "t.value")
         keyed = request.receipt is not None
         extras, channel = self._sql.extras("claim", selection.table, keyed)
-        archive: tuple[int, ...] = ()
         if request.archive_table is not None:
-            extras, archive = replace(extras, archive=True), (self._id(request.archive_table),)
-        table_id = self._id(selection.table)
-        table_filter, where_sql, params = self._sql.selection_filter(
-            table_id, selection.where, selection.match, selection.claim_set
-        )
-        statement = self._sql.claim(
-            where_sql, selection.ordering, selection.limit, table_filter, apply, extras
-        )
-        args = (*params, *mutation_params, table_id, *archive)
-        many_rows = selection.limit > 1
-        rows, recorded = self._execute(
-            statement, args, channel, request.receipt, many_rows=many_rows
-        )
-        if recorded is not receipts.NOTHING:
-            return Claimed([(key, value) for key, value in recorded], replayed=True)
-        return Claimed(in_claim_order(rows, selection.ordering))
+            extras = replace(extras, archive=True)
+        held = (selection.table, *filter(None, (request.archive_table,)))
+
+        def claim() -> Claimed:
+            table_id = self._id(selection.table)
+            archive = tuple((self._id(name), name) for name in held[1:])
+            table_filter, where_sql, params = self._sql.selection_filter(
+                table_id,
+                selection.where,
+                selection.match,
+                selection.claim_set,
+                archive=archive[0] if archive else None,
+            )
+            statement = self._sql.claim(
+                where_sql, selection.ordering, selection.limit, table_filter, apply, extras
+            )
+            args = (*params, *mutation_params, table_id, *(held_id for held_id, _ in archive))
+            rows, recorded = self._execute(
+                statement,
+                args,
+                channel,
+                request.receipt,
+                many_rows=selection.limit > 1,
+                held=held[:1],
+            )
+            if recorded is not receipts.NOTHING:
+                return Claimed([(key, value) for key, value in recorded], replayed=True)
+            return Claimed(in_claim_order(rows, selection.ordering))
+
+        return self._again_if_stale(claim, lambda done: not (done.rows or done.replayed), *held)
 
     def upsert(self, request: UpsertRequest) -> Upserted:
         """Without mutations it is a seed: insert if absent, else read the row, so a
@@ -256,17 +275,19 @@ class PostgresBackend:
         conflicting row was committed after its snapshot was taken (``DO NOTHING``
         waited for that insert), or was deleted since; the next statement settles it.
         """
-        table_id, value = self._id(request.table), jsonb(request.insert_value)
-        extras, channel = self._sql.extras("upsert", request.table, request.receipt is not None)
-        args: tuple[Any, ...]
+        table, key, value = request.table, request.key, jsonb(request.insert_value)
+        extras, channel = self._sql.extras("upsert", table, request.receipt is not None)
+        mutation_params: Sequence[Any] = ()
         if request.mutations:
             apply, mutation_params = mutations_sql(request.mutations, "t.value")
             statement = self._sql.upsert(apply, extras)
-            args = (table_id, request.key, value, *mutation_params)
         else:
             statement = self._sql.seed(extras)
-            args = (table_id, request.key, value, table_id, request.key)
         for _ in range(_SEED_ATTEMPTS):
+            # An insert under a stale id inserts nothing, and the receipt records nothing
+            # (it reads the effect): the ids are reloaded and the next attempt uses them.
+            held = (key, value, self._id(table), table)
+            args = (*held, *mutation_params) if request.mutations else (*held, held[2], key)
             rows, recorded = self._execute(
                 statement, args, channel, request.receipt, many_rows=False
             )
@@ -276,6 +297,7 @@ class PostgresBackend:
             if rows:
                 stored, inserted = rows[0]
                 return Upserted(bool(inserted), stored)
+            self._ids.current(self._cursor, (table,))
         raise StoreUnavailableError(
             f"seed of {request.key!r} kept meeting a row inserted and deleted by others; try again"
         )
@@ -288,17 +310,14 @@ class PostgresBackend:
         receipt: Receipt | None,
         *,
         many_rows: bool,
+        held: tuple[str, ...] = (),
     ) -> tuple[list[Any], Any]:
-        """A write's rows, and what an earlier call under its key recorded (or ``NOTHING``).
-
-        Without a receipt: the statement, once, on the store's connection. With one:
-        through ``receipts.run_keyed``, which writes the receipt in the same
-        statement, or returns the recorded result when the key was used before.
-        ``channel`` (the notification's, when the write notifies) goes last.
+        """A write's rows, and what an earlier call under its key recorded (or ``NOTHING``),
+        through ``receipts.run_keyed``. ``channel`` (the notification's, when the write
+        notifies) goes last; before it, with a receipt, the id and name of the table in
+        ``held``, which the receipt checks (``statements._RECORDED``).
         """
-        if receipt is None:
-            with self._cursor(many_rows=many_rows) as cur:
-                return cur.execute(statement, (*args, *channel)).fetchall(), receipts.NOTHING
+        checked = (part for name in held for part in (self._id(name), name)) if receipt else ()
         outcome = receipts.run_keyed(
             self._cursor,
             self._table_name,
@@ -307,7 +326,7 @@ class PostgresBackend:
             args,
             receipt,
             many_rows=many_rows,
-            last=channel,
+            last=(*checked, *channel),
         )
         return outcome.rows, outcome.recorded
 

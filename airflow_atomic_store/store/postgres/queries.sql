@@ -5,6 +5,11 @@
 -- name: get
 SELECT value FROM {table} WHERE table_id = %s AND key = %s
 
+-- name: get_by_name
+-- A trigger's read on its own connection: the id from the catalog, never a held one.
+SELECT value FROM {table}
+WHERE table_id = (SELECT id FROM {tables} WHERE name = %s) AND key = %s
+
 -- name: delete
 DELETE FROM {table} WHERE table_id = %s AND key = %s RETURNING 1
 

@@ -82,7 +82,7 @@ def run_keyed(
     queries: NamedQueries,
     statement: bytes,
     args: tuple[Any, ...],
-    receipt: Receipt,
+    receipt: Receipt | None,
     *,
     many_rows: bool,
     last: tuple[Any, ...] = (),
@@ -90,8 +90,12 @@ def run_keyed(
     """Run a keyed statement; on a receipt conflict, read the recorded result instead.
 
     An expired receipt is removed and the statement runs again: after its
-    retention a key is new. ``last``: parameters after the receipt's (a channel).
+    retention a key is new. ``last``: parameters after the receipt's (the held
+    id the receipt checks, a channel). Without a receipt: the statement, once.
     """
+    if receipt is None:
+        with cursor(many_rows=many_rows) as cur:
+            return Keyed(cur.execute(statement, (*args, *last)).fetchall(), NOTHING)
     arguments = (*args, *parameters(receipt), *last)
     while True:
         with cursor(many_rows=many_rows) as cur:

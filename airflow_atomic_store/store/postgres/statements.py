@@ -11,6 +11,13 @@ SQL (``where.py``) is inserted whole, and every value is a bound parameter
 A statement with no optional part is the bare effect (``UPDATE … RETURNING``,
 the claim's two-step ``WITH picked``): the common call pays for no CTE it does
 not use.
+
+A statement that can insert a row takes the table's id from the tables catalog
+(``_HELD``: the id the process holds, and its name), so an id gone stale after a
+reset of the store inserts nothing, and the backend sees it (``tables.py``). The
+same check gates what an update's or a claim's receipt records, and a delete-claim's
+archive: a call made with a stale id records nothing and deletes nothing, so the
+call made again with the new id applies once.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from airflow_atomic_store.spec import Condition, Ordering
 from airflow_atomic_store.store.claim_sets import ChosenSet
 from airflow_atomic_store.store.compiler import WhereCompiler, order_sql
 from airflow_atomic_store.store.notify import channel_for
-from airflow_atomic_store.store.postgres import receipts
+from airflow_atomic_store.store.postgres import receipts, schema
 from airflow_atomic_store.store.postgres.queries import NamedQueries
 from airflow_atomic_store.store.postgres.where import PostgresWhere
 
@@ -65,27 +72,30 @@ _DELETE_PICKED = sql.SQL(
     "RETURNING t.key, {value}, picked.claim_order"
 )
 #: A delete-claim with an archive copies what it deleted, in the same statement.
+#: Its id is checked before anything is picked (``selection_filter``).
 _ARCHIVE = sql.SQL(
     "INSERT INTO {table} AS a (table_id, key, value) SELECT %s, key, value FROM effect "
     "ON CONFLICT (table_id, key) DO UPDATE "
     "SET value = EXCLUDED.value, record_timestamp = clock_timestamp()"
 )
+#: The catalog entry of the id a process holds, if it is still that name's: a primary-key
+#: lookup of a small, cached table. Parameters: the id, the name.
+_HELD = sql.SQL("FROM {tables} AS c WHERE c.id = %s AND c.name = %s")
+#: ``_HELD``'s id as an inserted row's: a stale id inserts nothing. Parameters: key, value,
+#: then ``_HELD``'s. (A foreign key would take a KEY SHARE lock on the catalog row per
+#: insert, and concurrent inserts into one table would share it through multixacts.)
+_INSERT = sql.SQL("INSERT INTO {table} AS t (table_id, key, value) SELECT c.id, %s, %s {held}")
 _UPSERT = sql.SQL(
-    "INSERT INTO {table} AS t (table_id, key, value) VALUES (%s, %s, %s) "
-    "ON CONFLICT (table_id, key) DO UPDATE "
+    "{insert} ON CONFLICT (table_id, key) DO UPDATE "
     "SET value = {apply}, record_timestamp = clock_timestamp() "
     "RETURNING t.value, (t.xmax = 0) AS inserted"
 )
 _PUT = sql.SQL(
-    "INSERT INTO {table} AS t (table_id, key, value) VALUES (%s, %s, %s) "
-    "ON CONFLICT (table_id, key) DO UPDATE "
+    "{insert} ON CONFLICT (table_id, key) DO UPDATE "
     "SET value = EXCLUDED.value, record_timestamp = clock_timestamp()"
 )
 #: A seed inserts the row if absent, else reads it: a duplicate delivery writes nothing.
-_SEED_INSERTED = sql.SQL(
-    "INSERT INTO {table} (table_id, key, value) VALUES (%s, %s, %s) "
-    "ON CONFLICT (table_id, key) DO NOTHING RETURNING value"
-)
+_SEED_INSERTED = sql.SQL("{insert} ON CONFLICT (table_id, key) DO NOTHING RETURNING value")
 _SEED_EFFECT = sql.SQL(
     "SELECT value, true AS inserted FROM inserted UNION ALL "
     "SELECT value, false FROM {table} WHERE table_id = %s AND key = %s "
@@ -105,9 +115,11 @@ _RECEIPT = sql.SQL(
 _NOTIFIED = sql.SQL("SELECT pg_notify(%s, '') WHERE EXISTS (SELECT FROM {changed})")
 
 #: What each keyed verb records as its result, read from its ``effect`` CTE, and the
-#: receipt's ``FROM``: a scalar subquery needs none, a row per effect row reads ``effect``.
+#: receipt's ``FROM``: a row per effect row reads ``effect`` (whose insert checked the
+#: id); a scalar subquery reads the held id's catalog entry (``_HELD``), so a call made
+#: with a stale id records nothing (its two parameters follow the receipt's).
 _RECORDED = {
-    "update": (sql.SQL("jsonb_build_array((SELECT value FROM effect))"), sql.SQL("")),
+    "update": (sql.SQL("jsonb_build_array((SELECT value FROM effect))"), _HELD),
     # In claim order as this call returns it (``in_claim_order``: ties by key in
     # code point order, which is "C" collation's order for UTF-8), so a replay,
     # whatever direction it asks for, returns the first call's batch as it was.
@@ -117,7 +129,7 @@ _RECORDED = {
             'ORDER BY claim_order {direction}, key COLLATE "C" {direction}) FROM effect), '
             "'[]'::jsonb)"
         ),
-        sql.SQL(""),
+        _HELD,
     ),
     "upsert": (sql.SQL("jsonb_build_array(inserted, value)"), sql.SQL("FROM effect")),
 }
@@ -162,9 +174,14 @@ class StatementCompiler:
         self._table_name = table_name
         self._table = sql.Identifier(table_name)
         self._receipts = sql.Identifier(receipts.receipts_name(table_name))
+        self._tables = sql.Identifier(schema.tables_catalog_name(table_name))
+        self._held = _HELD.format(tables=self._tables)
+        self._insert = _INSERT.format(table=self._table, held=self._held)
+        self._by_name = _BY_NAME.format(tables=self._tables).as_string(None)
+        self._archive_filter = _ARCHIVE_FILTER.format(held=self._held).as_string(None)
         self._notify = notify
         self.where = WhereCompiler(PostgresWhere())
-        self.queries = NamedQueries(table=self._table, receipts=self._receipts)
+        self.queries = NamedQueries(table=self._table, receipts=self._receipts, tables=self._tables)
         self.put = lru_cache(maxsize=2)(self._put)
         self.update = lru_cache(maxsize=512)(self._update)
         self.claim = lru_cache(maxsize=512)(self._claim)
@@ -182,14 +199,16 @@ class StatementCompiler:
         result, source = _RECORDED[primitive]
         direction = sql.SQL(ordering.direction.upper() if ordering else "")
         return _RECEIPT.format(
-            receipts=self._receipts, result=result.format(direction=direction), source=source
+            receipts=self._receipts,
+            result=result.format(direction=direction),
+            source=source.format(tables=self._tables),  # ``_HELD``'s, or none
         )
 
     def _finish(self, statement: sql.Composable) -> bytes:
         return statement.as_string(None).encode()
 
     def _put(self, extras: Extras) -> bytes:
-        put = _PUT.format(table=self._table)
+        put = _PUT.format(insert=self._insert)
         if not extras.notify:
             return self._finish(put)
         effect = _cte("effect", sql.SQL("{} RETURNING 1").format(put))
@@ -202,7 +221,7 @@ class StatementCompiler:
         return self._effect_statement(effect, "update", extras, sql.SQL("SELECT value FROM effect"))
 
     def _upsert(self, apply: str, extras: Extras) -> bytes:
-        effect = _UPSERT.format(table=self._table, apply=sql.SQL(apply))
+        effect = _UPSERT.format(insert=self._insert, apply=sql.SQL(apply))
         final = sql.SQL("SELECT value, inserted FROM effect")
         return self._effect_statement(effect, "upsert", extras, final)
 
@@ -253,7 +272,7 @@ class StatementCompiler:
 
     def _seed(self, extras: Extras) -> bytes:
         ctes: list[sql.Composable] = [
-            _cte("inserted", _SEED_INSERTED.format(table=self._table)),
+            _cte("inserted", _SEED_INSERTED.format(insert=self._insert)),
             _cte("effect", _SEED_EFFECT.format(table=self._table)),
         ]
         if extras.receipt:
@@ -289,21 +308,37 @@ class StatementCompiler:
         )
 
     def selection_filter(
-        self, table_id: int | None, where: Sequence[Condition], match: str, chosen: ChosenSet | None
+        self,
+        table: int | str | None,
+        where: Sequence[Condition],
+        match: str,
+        chosen: ChosenSet | None,
+        *,
+        archive: tuple[int, str] | None = None,
     ) -> tuple[str, str, list[Any]]:
         """A claim's selection as ``(table filter, where SQL, parameters)``.
 
         With a claimable set, the conditions the set covers are literals, so the
         planner proves the set's index predicate from the text, for custom and
         generic plans alike; the table id stays bound (the set's index leads with
-        it). A ``table_id`` None (a read of a table nothing wrote to) matches no row.
+        it). A ``table`` None (a read of a table nothing wrote to) matches no row; a
+        name (a count on another connection: ``count_query``) is looked up in the
+        catalog by the statement, so no id it holds can be stale. ``archive`` (a
+        delete-claim's archive: its held id and name) picks nothing unless that id
+        is still its table's: rows are never deleted into a stale id.
         """
         if chosen is None:
             where_sql, params = self.where.compile(where, match)
         else:
             conditions, inline = chosen.claim_filter(where)
             where_sql, params = self.where.compile(conditions, match, inline)
-        return "r.table_id = %s", where_sql, [table_id, *params]
+        table_filter = self._by_name if isinstance(table, str) else "r.table_id = %s"
+        if archive is None:
+            return table_filter, where_sql, [table, *params]
+        return self._archive_filter, where_sql, [table, *archive, *params]
 
 
 _SELECTIONS = {"pick": _PICK, "count": _COUNT}
+#: A count's table filter by name (``selection_filter``), and a delete-claim's with an archive.
+_BY_NAME = sql.SQL("r.table_id = (SELECT id FROM {tables} WHERE name = %s)")
+_ARCHIVE_FILTER = sql.SQL("r.table_id = %s AND EXISTS (SELECT {held})")

@@ -5,13 +5,20 @@ table gets its id the first time something writes to it, and keeps it: ids are
 never reused or changed, so a process looks each name up once per store and
 then binds the integer. A read of a table that has no id yet needs no statement
 at all: it has no rows.
+
+What a process holds can still go stale: a reset of the store's tables
+(``TRUNCATE … RESTART IDENTITY``, a ``DROP``) by someone else empties the catalog,
+and the next writer gives the name a new id. The sequence never deals an id out
+twice, so a stale id can only match nothing; the backend notices it where a call
+found nothing (:meth:`TableIds.current`, one lookup on that path only) or where a
+write's catalog check inserted nothing (``statements.py``), reloads, and calls again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -19,6 +26,7 @@ from airflow_atomic_store.exceptions import StoreUnavailableError
 from airflow_atomic_store.store.postgres import schema
 
 Cursor = Callable[[], AbstractContextManager[psycopg.Cursor[Any]]]
+T = TypeVar("T")
 
 _FIND = "SELECT id FROM {tables} WHERE name = %s"
 #: Insert the name unless it is there; when another session inserts it meanwhile
@@ -73,6 +81,53 @@ class TableIds:
                     return int(row[0])
         raise StoreUnavailableError(f"could not give the logical table {table!r} an id; try again")
 
+    def held(self, table: str) -> int | None:
+        """The id this process holds for the table, without a statement (None: none held)."""
+        return self._ids.get(table)
+
+    def current(self, cursor: Cursor, tables: tuple[str, ...]) -> bool:
+        """Whether every id held for ``tables`` is still its table's; if one is not, the
+        catalog was reset, and every held id is forgotten (they are all suspect).
+
+        One primary-key lookup per held name: callers ask only when a call found
+        nothing, so the common path pays nothing for it.
+        """
+        for table in tables:
+            held = self._ids.get(table)
+            if held is None:
+                continue
+            with cursor() as cur:
+                row = cur.execute(self._find, (table,)).fetchone()
+            if row is None or row[0] != held:
+                self.forget()
+                return False
+        return True
+
+    def again_if_stale(
+        self,
+        cursor: Cursor,
+        call: Callable[[], T],
+        missed: Callable[[T], bool],
+        tables: tuple[str, ...],
+    ) -> T:
+        """``call()``'s result; when it ``missed`` (found nothing) and an id it used for
+        ``tables`` is stale, the ids are reloaded and the call made again, once.
+
+        Once is enough: a second miss is an answer, with ids read after the reset.
+        """
+        result = call()
+        if missed(result) and not self.current(cursor, tables):
+            return call()
+        return result
+
     def forget(self) -> None:
         """Drop what this process remembers (the store's tables were recreated)."""
         self._ids.clear()
+
+
+def reset_meanwhile(table: str) -> StoreUnavailableError:
+    """A write whose held id and then its reloaded one both inserted nothing: the store
+    was reset twice around it. Nothing was written, so it is safe to make again."""
+    return StoreUnavailableError(
+        f"the store's tables were reset while writing to {table!r}; nothing was written; try again"
+    )
