@@ -122,10 +122,11 @@ e2e: e2e-deps
 
 # The same scenario under the CeleryExecutor: a Redis broker (redis-server on a free loopback
 # port), the result backend on the PostgreSQL server, two Celery workers with their own hostnames.
-# Half the items, no browser check and no event-driven phase (neither the page nor the
-# triggerer depends on the executor; make e2e checks both), so that both deployments fit CI's time.
+# Half the items, no browser check, no event-driven phase and no semaphore phase (neither
+# the page nor the triggerer depends on the executor; make e2e checks them), so that both
+# deployments fit CI's time.
 e2e-celery: e2e-deps redis-binaries
-	$(BIN)/python -m e2e --executor celery --items 150 --no-browser --no-events $(E2E_ARGS)
+	$(BIN)/python -m e2e --executor celery --items 150 --no-browser --no-events --no-semaphore $(E2E_ARGS)
 
 # One venv per Airflow 3 line under .compat/ (reused while its pins in compat/ are unchanged),
 # the built wheel installed into each, the Airflow-layer and example-DAG tests run against it.

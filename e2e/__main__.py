@@ -124,6 +124,11 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the event-driven dispatcher's phase (its idle window, floor and latency)",
     )
     parser.add_argument(
+        "--no-semaphore",
+        action="store_true",
+        help="skip the 2-slot semaphore phase (deferred waiting in the triggerer)",
+    )
+    parser.add_argument(
         "--idle-seconds",
         type=float,
         default=0.0,
@@ -188,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             options = scenario.Options(
                 browser=not args.no_browser,
                 events=not args.no_events,
+                semaphore=not args.no_semaphore,
                 idle_seconds=args.idle_seconds,
                 screenshot=args.screenshot.resolve() if args.screenshot else None,
             )

@@ -99,6 +99,7 @@ class Options:
     items: int = ITEMS
     browser: bool = True  # the UI page checked in headless Chromium
     events: bool = True  # the event-driven dispatcher's phase (e2e/event_dispatch.py)
+    semaphore: bool = True  # the 2-slot semaphore phase (e2e/semaphore_phase.py)
     idle_seconds: float = 0.0  # its queue idle at least this long (default: the main drain's time)
     screenshot: Path | None = None  # the page's screenshot (default: in the deployment's root)
 
@@ -213,7 +214,8 @@ def run(
         summary.update(celery_hosts.verify(driver, DAG_IDS))  # which worker ran which task
         if events is not None:
             summary.update(events.run(store, options.idle_seconds))
-        summary.update(semaphore_phase.run(driver, store))
+        if options.semaphore:
+            summary.update(semaphore_phase.run(driver, store))
         return summary
 
 
