@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import replace
 
 from airflow_atomic_store.store.backend import Backend, ClaimSetGone
 from airflow_atomic_store.store.claim_sets import ClaimSetCatalog
@@ -33,8 +32,7 @@ class Claims:
         if chosen is None and selection.ordering.column == "record_timestamp":
             self._claim_sets.ensure_record_order()
         try:
-            served = replace(selection, claim_set=chosen)
-            return self._backend.claim(replace(request, selection=served))
+            return self._backend.claim(request.of(selection.served_by(chosen)))
         except ClaimSetGone:
             self._claim_sets.forget(selection.table)
             return self._backend.claim(request)

@@ -40,6 +40,11 @@ class Selection:
         """The same rows read without the set (its index was dropped meanwhile)."""
         return Selection(self.table, self.where, self.match, self.ordering, self.limit)
 
+    def served_by(self, claim_set: ChosenSet | None) -> Selection:
+        """The same rows read through ``claim_set``'s index (built directly: a claim
+        makes one per call, and ``dataclasses.replace`` cost it 5 µs of 100 on SQLite)."""
+        return Selection(self.table, self.where, self.match, self.ordering, self.limit, claim_set)
+
 
 @dataclass(frozen=True)
 class UpdateRequest:
@@ -67,6 +72,10 @@ class ClaimRequest:
     receipt: Receipt | None = None
     mode: ClaimMode = "mark"
     archive_table: str | None = None
+
+    def of(self, selection: Selection) -> ClaimRequest:
+        """The same claim of ``selection`` (see :meth:`Selection.served_by`)."""
+        return ClaimRequest(selection, self.mutations, self.receipt, self.mode, self.archive_table)
 
 
 @dataclass(frozen=True)
