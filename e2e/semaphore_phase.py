@@ -51,6 +51,10 @@ POLL_SECONDS = 1.0
 MOST_POLLS_RUNNING_WHILE_FULL = int(WORK_SECONDS / POLL_SECONDS / 2)
 TIMEOUT = 900.0
 
+Run = tuple[str, str]
+"""``(dag_id, run_id)``: both DAGs number their runs alike (``e2e-semaphore-001`` is a
+run of each), so a run id alone names two runs."""
+
 
 def run(driver: Driver, store: AtomicStore) -> dict[str, str]:
     """The phase: trigger, watch, check; the summary lines."""
@@ -58,7 +62,9 @@ def run(driver: Driver, store: AtomicStore) -> dict[str, str]:
     for dag_id in DAG_IDS:
         api.unpause(dag_id)
     conf = {"table": TABLE, "log_table": LOG_TABLE, "slots": SLOTS, "work_seconds": WORK_SECONDS}
-    runs = [(dag_id, driver.trigger(dag_id, "semaphore", conf)) for dag_id in SEMAPHORE_DAGS]
+    runs: list[Run] = [
+        (dag_id, driver.trigger(dag_id, "semaphore", conf)) for dag_id in SEMAPHORE_DAGS
+    ]
     runs += [
         (dag_id, driver.trigger(dag_id, "semaphore", conf))
         for _ in range(RUNS_PER_DAG - 1)
@@ -69,26 +75,25 @@ def run(driver: Driver, store: AtomicStore) -> dict[str, str]:
     return {**verify(driver, store, runs, seen), **floor(driver)}
 
 
-def watch_acquires(
-    driver: Driver, store: AtomicStore, runs: list[tuple[str, str]]
-) -> dict[str, Counter[str]]:
+def watch_acquires(driver: Driver, store: AtomicStore, runs: list[Run]) -> dict[Run, Counter[str]]:
     """Poll until every run ended: in how many polls each run's ``acquire`` had each state.
 
     ``running`` while every slot was held counts as ``running-while-full``.
     """
-    seen: dict[str, Counter[str]] = {run_id: Counter() for _, run_id in runs}
+    seen: dict[Run, Counter[str]] = {run: Counter() for run in runs}
     deadline = time.monotonic() + TIMEOUT
     while True:
         driver.deployment.check_alive()
         held = sum(row.get("status") == "held" for row in checks.read_table(store, TABLE).values())
         for dag_id in SEMAPHORE_DAGS:
             for ti in driver.api.task_instances(dag_id, task_id=ACQUIRE):
-                if ti["dag_run_id"] in seen and ti["state"]:
+                run = (dag_id, ti["dag_run_id"])
+                if run in seen and ti["state"]:
                     state = ti["state"]
                     full = state == "running" and held >= SLOTS
-                    seen[ti["dag_run_id"]]["running-while-full" if full else state] += 1
+                    seen[run]["running-while-full" if full else state] += 1
         by_dag = {dag_id: driver.states(dag_id) for dag_id in SEMAPHORE_DAGS}
-        states = {run_id: by_dag[dag_id].get(run_id) for dag_id, run_id in runs}
+        states = {run: by_dag[run[0]].get(run[1]) for run in runs}
         if all(state in TERMINAL_RUN_STATES for state in states.values()):
             return seen
         if time.monotonic() > deadline:
@@ -99,12 +104,12 @@ def watch_acquires(
 def verify(
     driver: Driver,
     store: AtomicStore,
-    runs: list[tuple[str, str]],
-    seen: dict[str, Counter[str]],
+    runs: list[Run],
+    seen: dict[Run, Counter[str]],
 ) -> dict[str, str]:
     api = driver.api
     failed = {
-        run_id: state
+        f"{dag_id}/{run_id}": state
         for dag_id, run_id in runs
         if (state := driver.states(dag_id).get(run_id)) != "success"
     }
@@ -117,15 +122,15 @@ def verify(
     deepest = checks.most_at_once([(entry["start"], entry["end"]) for entry in log.values()])
     if deepest > SLOTS:
         raise checks.CheckFailed(f"{deepest} runs held the {SLOTS}-slot semaphore at once")
-    deferred = sorted(run_id for run_id, polls in seen.items() if polls["deferred"])
+    deferred = sorted(run for run, polls in seen.items() if polls["deferred"])
     # Not every run beyond the slots defers: one whose acquire starts just after a release
     # takes the freed slot at once (seen in a run here: 3 of 6 deferred). That waiting runs
     # wait deferred, never running in a worker slot, is the running-while-full check below.
     if not deferred:
         raise checks.CheckFailed(f"no run was seen deferred of {RUNS} runs: {seen}")
     in_worker = {
-        run_id: polls["running-while-full"]
-        for run_id, polls in seen.items()
+        f"{dag_id}/{run_id}": polls["running-while-full"]
+        for (dag_id, run_id), polls in seen.items()
         if polls["running-while-full"] > MOST_POLLS_RUNNING_WHILE_FULL
     }
     if in_worker:
@@ -138,22 +143,22 @@ def verify(
     }
 
 
-def release_to_next_holder(api: Any, runs: list[tuple[str, str]], waited: set[str]) -> list[float]:
+def release_to_next_holder(api: Any, runs: list[Run], waited: set[Run]) -> list[float]:
     """Per slot, in fence order: a waiting holder's ``claimedAt`` minus the previous release."""
-    holds: dict[str, list[tuple[int, str, float, float]]] = {}
+    holds: dict[str, list[tuple[int, Run, float, float]]] = {}
     for dag_id, run_id in runs:
         [slot] = api.xcom(dag_id, run_id, ACQUIRE)["claimed"]
         [release] = api.task_instances(dag_id, run_id, task_id=RELEASE)
         claimed = timestamps.parse_timestamp(slot["value"]["claimedAt"]).timestamp()
         released = checks.parse_time(release["end_date"]).timestamp()
         holds.setdefault(slot["key"], []).append(
-            (slot["value"]["fence"], run_id, claimed, released)
+            (slot["value"]["fence"], (dag_id, run_id), claimed, released)
         )
     delays = []
     for ordered in holds.values():
         ordered.sort()
-        for (_, _, _, released), (_, run_id, claimed, _) in itertools.pairwise(ordered):
-            if run_id in waited:
+        for (_, _, _, released), (_, run, claimed, _) in itertools.pairwise(ordered):
+            if run in waited:
                 delays.append(claimed - released)
     return delays
 
