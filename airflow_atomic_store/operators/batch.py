@@ -109,14 +109,14 @@ class AtomicBatchOperator(BaseAtomicOperator):
         )
         outcomes = _Outcomes(hook, self, atomic.execution_id, idempotency_key)
         counts = {"done": 0, "failed": 0, "skipped": 0}
+        context = cast("Context", {**self._context, "atomic_store": hook})  # once a batch
         for row in claimed["claimed"]:
-            outcome = outcomes.recorded(row) or outcomes.record(row, self._call(row, hook))
+            outcome = outcomes.recorded(row) or outcomes.record(row, self._call(row, context))
             counts[outcome] += 1
         return {"claimed": claimed["count"], **counts}
 
-    def _call(self, row: dict[str, Any], hook: AtomicStoreHook) -> str | None:
+    def _call(self, row: dict[str, Any], context: Context) -> str | None:
         """Run the function on one row: None when it returned, else its error."""
-        context = cast("Context", {**self._context, "atomic_store": hook})
         try:
             self.process_row(row, **self.row_kwargs(row, context))
         except Exception as exc:  # one row's failure is that row's outcome, not the task's

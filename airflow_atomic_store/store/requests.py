@@ -38,7 +38,7 @@ class Selection:
 
     def without_set(self) -> Selection:
         """The same rows read without the set (its index was dropped meanwhile)."""
-        return Selection(self.table, self.where, self.match, self.ordering, self.limit)
+        return self.served_by(None)
 
     def served_by(self, claim_set: ChosenSet | None) -> Selection:
         """The same rows read through ``claim_set``'s index (built directly: a claim
