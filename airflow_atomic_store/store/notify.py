@@ -19,14 +19,14 @@ Which writes notify is the store's ``notify`` option (:data:`NOTIFY_MODES`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from airflow_atomic_store.exceptions import SpecError
 
 if TYPE_CHECKING:
-    from airflow_atomic_store.store.requests import Backlog, Selection
+    from airflow_atomic_store.store.contract import Backlog, Selection
 
 #: The write families that notify, per ``notify`` mode. A claim marks rows in place, and
 #: its new values match another filter only when a pipeline watches a claim's own marks;
@@ -64,11 +64,11 @@ class Listener(Protocol):
 
     async def listen(self) -> None: ...
 
-    async def written(self, lookup: tuple[bytes, Sequence[Any]] | None) -> bool: ...
+    async def written(self, lookup: tuple[bytes, Mapping[str, Any]] | None) -> bool: ...
 
-    async def count(self, statement: bytes, params: Sequence[Any]) -> Backlog: ...
+    async def count(self, statement: bytes, params: Mapping[str, Any]) -> Backlog: ...
 
-    async def fetch_one(self, statement: bytes, params: Sequence[Any]) -> Any:
+    async def fetch_one(self, statement: bytes, params: Mapping[str, Any]) -> Any:
         """A statement's first row (None when it has none), on the listening connection."""
         ...
 
@@ -89,15 +89,15 @@ class Notifications(Protocol):
         """A listener on ``table``'s channel, connecting with ``connect_args``."""
         ...
 
-    def count_query(self, selection: Selection) -> tuple[bytes, list[Any]]:
+    def count_query(self, selection: Selection) -> tuple[bytes, dict[str, Any]]:
         """The backend's count statement and parameters, to run on a listener."""
         ...
 
-    def value_query(self, table: str, key: str) -> tuple[bytes, list[Any]]:
+    def value_query(self, table: str, key: str) -> tuple[bytes, dict[str, Any]]:
         """The backend's read of one row's value, to run on a listener."""
         ...
 
-    def written_query(self, table: str) -> tuple[bytes, list[Any]] | None:
+    def written_query(self, table: str) -> tuple[bytes, dict[str, Any]] | None:
         """A statement returning a row once something wrote ``table``; None when
         :meth:`count_query` needs no catalog read for it (the table's id is known)."""
         ...

@@ -200,13 +200,13 @@ class ListeningSource(PollingSource):
             return await super().matches(key)
         return row is not None and self._satisfies(row[0])
 
-    def _value_query(self, key: str) -> tuple[bytes, list[Any]]:
+    def _value_query(self, key: str) -> tuple[bytes, dict[str, Any]]:
         try:
             return self._notifications.value_query(self._watch.table, key)
         finally:  # reading the catalog may have opened it; it reconnects when next needed
             self._store.close()
 
-    def _count_query(self) -> tuple[bytes, list[Any]]:
+    def _count_query(self) -> tuple[bytes, dict[str, Any]]:
         watch = self._watch
         try:
             selection = plumbing(self._store).queues.backlog_selection(

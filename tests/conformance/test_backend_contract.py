@@ -9,11 +9,11 @@ import pytest
 
 from airflow_atomic_store.exceptions import IdempotencyKeyError
 from airflow_atomic_store.spec import parse_mutations, parse_ordering, parse_where
-from airflow_atomic_store.store.backend import Backend
-from airflow_atomic_store.store.receipts import Receipt
-from airflow_atomic_store.store.requests import (
+from airflow_atomic_store.store.contract import (
+    Backend,
     Backlog,
     ClaimRequest,
+    Receipt,
     Selection,
     UpdateRequest,
     UpsertRequest,
@@ -185,7 +185,7 @@ def test_notifications_when_offered_count_as_the_backend_does(
     assert notifications.written_query("q") is not None  # nothing wrote "q" yet
     keys = _queue(contract_backend, "q", 3)
     statement, params = notifications.count_query(_pending("q", 1000))
-    assert isinstance(statement, bytes) and isinstance(params, list)
+    assert isinstance(statement, bytes) and isinstance(params, dict)
     assert contract_backend.count(_pending("q", 1000)) == Backlog(3, keys[0])
     assert notifications.written_query("q") is None  # the id is known now
 

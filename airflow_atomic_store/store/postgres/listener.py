@@ -8,14 +8,14 @@ psycopg keeps notifications that arrive while a count runs for the next wait.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from airflow_atomic_store.exceptions import StoreUnavailableError
-from airflow_atomic_store.store.requests import Backlog
+from airflow_atomic_store.store.contract import Backlog
 
 #: After the first notification, how long more may arrive and be folded into one count.
 COALESCE_SECONDS = 0.005
@@ -54,7 +54,7 @@ class PostgresListener:
             raise ListenerLost(f"LISTEN failed ({exc})") from exc
         self._connection = connection
 
-    async def written(self, lookup: tuple[bytes, Sequence[Any]] | None) -> bool:
+    async def written(self, lookup: tuple[bytes, Mapping[str, Any]] | None) -> bool:
         """Whether the catalog ``lookup`` (``Notifications.written_query``) finds the table.
 
         So a table nobody wrote yet costs no connection per count, and one written
@@ -69,11 +69,11 @@ class PostgresListener:
         except psycopg.Error as exc:
             raise await self._lost(exc) from exc
 
-    async def count(self, statement: bytes, params: Sequence[Any]) -> Backlog:
+    async def count(self, statement: bytes, params: Mapping[str, Any]) -> Backlog:
         """Run a count statement (``Notifications.count_query``) on this connection."""
         return Backlog.from_row(await self.fetch_one(statement, params))
 
-    async def fetch_one(self, statement: bytes, params: Sequence[Any]) -> Any:
+    async def fetch_one(self, statement: bytes, params: Mapping[str, Any]) -> Any:
         try:
             return await self._fetch_one(statement, params)
         except psycopg.Error as exc:
@@ -98,7 +98,7 @@ class PostgresListener:
         if connection is not None:
             await connection.close()
 
-    async def _fetch_one(self, statement: bytes, params: Sequence[Any]) -> Any:
+    async def _fetch_one(self, statement: bytes, params: Mapping[str, Any]) -> Any:
         return await (await self._live().execute(statement, params)).fetchone()
 
     def _live(self) -> psycopg.AsyncConnection[Any]:

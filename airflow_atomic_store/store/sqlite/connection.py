@@ -23,13 +23,28 @@ from airflow_atomic_store.exceptions import (
     StoreLocationError,
     StoreUnavailableError,
 )
-from airflow_atomic_store.store.named_queries import named_queries
-from airflow_atomic_store.store.sqlite.where import register_functions
+from airflow_atomic_store import timestamps
+from airflow_atomic_store.spec.claim_sets import ClaimSet, parse_claim_set
+from airflow_atomic_store.spec.values import dumps
+from airflow_atomic_store.store.sql import WhereCompiler, named_queries
+from airflow_atomic_store.store.sqlite.statements import SqliteWhere, register_functions
 
 DEFAULT_BUSY_TIMEOUT = 60.0
 #: The tables and indexes (package data), one statement per name, in creation order;
 #: ``{table}`` is the validated storage table.
 _SCHEMA = named_queries(__package__, "schema.sql")
+#: The queue recipes' claim filter, created with the rows table (as on PostgreSQL,
+#: ``store/postgres/schema.py``): a queue's claims walk its pending rows however much
+#: history it keeps, with no DDL at run time.
+DEFAULT_SET = parse_claim_set(
+    [{"field": "status", "operator": "equals", "value": "pending"}], "all", "createdAt"
+)
+_WHERE = WhereCompiler(SqliteWhere())
+_RECORD_SET = (
+    "INSERT INTO {table}_claim_sets (name, spec, origin, created_at, used_at) "
+    "VALUES (:name, :spec, 'declared', :now, :now) "
+    "ON CONFLICT (name) DO UPDATE SET origin = 'declared', problem = NULL"
+)
 
 _TRANSIENT_MESSAGES = ("locked", "busy", "unable to open", "disk i/o")
 
@@ -131,7 +146,8 @@ class SqliteConnection:
         present = {
             name
             for (name,) in connection.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?)", needed
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (:rows, :sets)",
+                {"rows": needed[0], "sets": needed[1]},
             )
         }
         if self._table not in present:
@@ -152,25 +168,29 @@ class SqliteConnection:
         task should not queue behind the writers just to learn the schema exists.
         """
         names = {
-            self._table,
-            f"{self._table}_created_idx",
-            f"{self._table}_claim_sets",
-            f"{self._table}_receipts",
-            f"{self._table}_receipts_expiry_idx",
+            "rows": self._table,
+            "created": f"{self._table}_created_idx",
+            "sets": f"{self._table}_claim_sets",
+            "receipts": f"{self._table}_receipts",
+            "expiry": f"{self._table}_receipts_expiry_idx",
         }
-        present = {
-            name
-            for (name,) in connection.execute(
-                f"SELECT name FROM sqlite_master WHERE name IN ({', '.join('?' * len(names))})",
-                tuple(sorted(names)),
-            )
-        }
-        if present == names:
+        present = connection.execute(
+            "SELECT count(*) FROM sqlite_master "
+            "WHERE name IN (:rows, :created, :sets, :receipts, :expiry)",
+            names,
+        ).fetchone()[0]
+        if present == len(names):
             return
         connection.execute("BEGIN IMMEDIATE")
         try:
+            new_rows = connection.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :name",
+                {"name": self._table},
+            ).fetchone() is None
             for statement in _SCHEMA.values():
                 connection.execute(statement.format(table=self._table))
+            if new_rows:
+                self.create_set(connection, DEFAULT_SET.index_name(self._table), DEFAULT_SET)
             connection.execute("COMMIT")
         except BaseException:
             connection.execute("ROLLBACK")
@@ -195,6 +215,20 @@ class SqliteConnection:
                 if permanent_problem(self._path):  # waiting would not open it (60 s by default)
                     raise
                 time.sleep(random.uniform(0.005, 0.05))
+
+    def create_set(self, connection: sqlite3.Connection, name: str, claim_set: ClaimSet) -> None:
+        """List a claimable set as declared and create its partial index, in the caller's
+        write transaction: ``(table_name, order column, key)`` where its literal
+        predicate holds, the same literal SQL a claim the set covers contains."""
+        connection.execute(
+            _RECORD_SET.format(table=self._table),
+            {"name": name, "spec": dumps(claim_set.to_json()), "now": timestamps.now()},
+        )
+        predicate = _WHERE.literal_predicate(claim_set.conditions, claim_set.match, "value")
+        connection.execute(
+            f"CREATE INDEX IF NOT EXISTS {name} ON {self._table} "
+            f"(table_name, {claim_set.column}, key) WHERE {predicate}"
+        )
 
     @property
     def read_only(self) -> bool:
