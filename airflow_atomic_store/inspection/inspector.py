@@ -32,7 +32,7 @@ from airflow_atomic_store.spec import (
 )
 from airflow_atomic_store.spec.values import INT_MAX
 from airflow_atomic_store.store import AtomicStore
-from airflow_atomic_store.store.snapshot import Claim, RowFilter
+from airflow_atomic_store.store.contract import Claim, RowFilter
 from airflow_atomic_store.timestamps import format_timestamp, parse_timestamp, utc_now
 
 PENDING, IN_FLIGHT = "pending", "in_flight"

@@ -582,10 +582,14 @@ class AtomicStore:
             chosen,
         )
         try:
-            return self._backend.claim(ClaimRequest(served, mutations, receipt, mode, archive_table))
+            return self._backend.claim(
+                ClaimRequest(served, mutations, receipt, mode, archive_table)
+            )
         except ClaimSetGone:
             self._forget_sets()
-            return self._backend.claim(ClaimRequest(selection, mutations, receipt, mode, archive_table))
+            return self._backend.claim(
+                ClaimRequest(selection, mutations, receipt, mode, archive_table)
+            )
 
     def _serving(
         self, conditions: Sequence[Condition], match: str, column: OrderColumn
@@ -598,10 +602,10 @@ class AtomicStore:
             return None
         key = (id(conditions), match, column)
         known = self._choices.get(key)
-        if known is not None and known[0] is conditions:
-            if known[1] is not None or time.monotonic() - self._listed_at < REFRESH_SECONDS:
-                return known[1]
-        if time.monotonic() - self._listed_at >= REFRESH_SECONDS:
+        fresh = time.monotonic() - self._listed_at < REFRESH_SECONDS
+        if known is not None and known[0] is conditions and (known[1] is not None or fresh):
+            return known[1]
+        if not fresh:
             self._sets = self._backend.load_claim_sets()
             self._listed_at = time.monotonic()
             self._choices.clear()
@@ -806,4 +810,3 @@ def open_backend(url: str, options: dict[str, Any]) -> Backend:
     if options.get("notify") is not None:
         parse_notify(options["notify"])  # a bad mode is named whichever the backend
     return factory(url, options)
-

@@ -11,7 +11,7 @@ driver; a new backend is written against those tests.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -101,19 +101,13 @@ class ChosenSet:
     only from the same terms in the same order, so the claim writes the set's
     conditions in place of its own: the same filter. The name decides the set,
     so ``predicate`` takes no part in comparing (it holds unhashable values).
+    A claim through the set writes ``predicate`` with all of it as literals, or
+    else its own conditions with those at ``inline`` as literals.
     """
 
     name: str
     inline: frozenset[int]
     predicate: tuple[Condition, ...] | None = field(default=None, compare=False)
-
-    def claim_filter(
-        self, conditions: Sequence[Condition]
-    ) -> tuple[Sequence[Condition], frozenset[int]]:
-        """The conditions a claim through this set writes, and which of them as literals."""
-        if self.predicate is None:
-            return conditions, self.inline
-        return self.predicate, frozenset(range(len(self.predicate)))
 
 
 @dataclass(frozen=True)
@@ -282,7 +276,7 @@ class RowFilter:
     table: str
     where: Sequence[Condition] = ()
     match: str = "all"
-    inline: frozenset[int] = frozenset()
+    inline: Collection[int] = ()
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,12 @@ import pytest
 from psycopg import sql
 
 from airflow_atomic_store import AtomicStore
-from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE
+from airflow_atomic_store.store.contract import DEFAULT_STORAGE_TABLE
 from airflow_atomic_store.store.postgres.schema import (
     FUNCTION_NAMES,
     FUNCTIONS_DDL,
     SCHEMA_LOCK_ID,
-    table_ddl,
+    schema_tables,
 )
 from devkit.processes import run_in_processes
 from tests.reliability import workers
@@ -165,7 +165,7 @@ def test_a_process_that_waited_while_another_created_the_schema_leaves_the_new_t
                 holder.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_ID,))
                 newcomer.start()
                 wait_for_ungranted_lock(observer, "advisory")  # it found nothing and queued
-                observer.execute(table_ddl(DEFAULT_STORAGE_TABLE))
+                observer.execute(schema_tables(DEFAULT_STORAGE_TABLE)[DEFAULT_STORAGE_TABLE])
                 observer.execute(FUNCTIONS_DDL.encode())
                 index_build.execute(
                     sql.SQL("LOCK TABLE {} IN SHARE UPDATE EXCLUSIVE MODE").format(

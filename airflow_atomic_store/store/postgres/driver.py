@@ -177,9 +177,7 @@ class PostgresDriver:
         where_sql, where = self._sql.selection_where(
             selection.where, selection.match, selection.claim_set
         )
-        statement = self._sql.claim(
-            where_sql, selection.ordering, selection.limit, apply, extras
-        )
+        statement = self._sql.claim(where_sql, selection.ordering, selection.limit, apply, extras)
         params = {**head, **params, **where, "table": selection.table}
         for _ in range(2):
             if archive is not None:
@@ -470,4 +468,3 @@ def _explain(cur: psycopg.Cursor[Any], statement: bytes, params: Params, *, gene
         if cur.execute(_PREPARED, {"name": _EXPLAINED}).fetchone() is not None:
             cur.execute(sql.SQL("DEALLOCATE PREPARE {}").format(explained))
     return "\n".join(row[0] for row in rows)
-

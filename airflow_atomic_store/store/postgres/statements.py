@@ -562,7 +562,10 @@ class Statements:
 
     def _update(self, where_sql: str, apply: str, extras: Extras) -> bytes:
         effect = _UPDATE.format(
-            table=self._table, table_id=self._table_id, apply=sql.SQL(apply), where=sql.SQL(where_sql)
+            table=self._table,
+            table_id=self._table_id,
+            apply=sql.SQL(apply),
+            where=sql.SQL(where_sql),
         )
         return self._effect_statement(effect, "update", extras, sql.SQL("SELECT value FROM effect"))
 
@@ -672,5 +675,6 @@ class Statements:
         """
         if chosen is None:
             return self.where.compile(where, match)
-        conditions, inline = chosen.claim_filter(where)
-        return self.where.compile(conditions, match, inline)
+        if chosen.predicate is None:
+            return self.where.compile(where, match, chosen.inline)
+        return self.where.compile(chosen.predicate, match, range(len(chosen.predicate)))

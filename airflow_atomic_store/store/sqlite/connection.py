@@ -17,13 +17,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from airflow_atomic_store import timestamps
 from airflow_atomic_store.exceptions import (
     AtomicStoreError,
     ConnectionConfigError,
     StoreLocationError,
     StoreUnavailableError,
 )
-from airflow_atomic_store import timestamps
 from airflow_atomic_store.spec.claim_sets import ClaimSet, parse_claim_set
 from airflow_atomic_store.spec.values import dumps
 from airflow_atomic_store.store.sql import WhereCompiler, named_queries
@@ -183,10 +183,13 @@ class SqliteConnection:
             return
         connection.execute("BEGIN IMMEDIATE")
         try:
-            new_rows = connection.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :name",
-                {"name": self._table},
-            ).fetchone() is None
+            new_rows = (
+                connection.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :name",
+                    {"name": self._table},
+                ).fetchone()
+                is None
+            )
             for statement in _SCHEMA.values():
                 connection.execute(statement.format(table=self._table))
             if new_rows:

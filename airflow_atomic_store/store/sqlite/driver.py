@@ -33,10 +33,10 @@ from airflow_atomic_store.spec.values import dumps
 from airflow_atomic_store.store import contract
 from airflow_atomic_store.store.contract import (
     Backlog,
+    ChosenSet,
     Claimed,
     ClaimRequest,
     ClaimSetGone,
-    ChosenSet,
     Receipt,
     Row,
     Selection,
@@ -295,7 +295,9 @@ class SqliteDriver:
 
     def _select(self, connection: sqlite3.Connection, selection: Selection) -> list[Row]:
         statement, params = self._sql.compile_select("select", selection)
-        return decoded(_fetch(connection, statement, {**params, "limit": selection.limit}, selection))
+        return decoded(
+            _fetch(connection, statement, {**params, "limit": selection.limit}, selection)
+        )
 
     def _delete_claim(self, connection: sqlite3.Connection, selection: Selection) -> list[Row]:
         """A delete-claim as one ``DELETE … WHERE rowid IN (the selection) RETURNING``."""
@@ -306,7 +308,11 @@ class SqliteDriver:
         return in_claim_order(rows, selection.ordering)
 
     def _mark_claim(
-        self, connection: sqlite3.Connection, request: ClaimRequest, fields: tuple[str, ...], now: str
+        self,
+        connection: sqlite3.Connection,
+        request: ClaimRequest,
+        fields: tuple[str, ...],
+        now: str,
     ) -> list[Row]:
         """The claim as ``UPDATE … WHERE rowid IN (the selection) RETURNING``, re-sorted.
 

@@ -45,7 +45,7 @@ _quoter = sqlite3.connect(":memory:", check_same_thread=False)
 @lru_cache(maxsize=4096)
 def literal(value: str | int | None) -> str:
     """A string, integer or NULL as an SQL literal, quoted by SQLite's own ``quote()``."""
-    quoted: str = _quoter.execute("SELECT quote(?)", (value,)).fetchone()[0]
+    quoted: str = _quoter.execute("SELECT quote(:value)", {"value": value}).fetchone()[0]
     return quoted
 
 
@@ -315,8 +315,7 @@ _PICK = (
 #: The statements with holes; the static ones are in ``queries.sql``.
 TEMPLATES = {
     "guarded": (
-        "SELECT r.value FROM {table} AS r "
-        "WHERE r.table_name = :table AND r.key = :key AND {where}"
+        "SELECT r.value FROM {table} AS r WHERE r.table_name = :table AND r.key = :key AND {where}"
     ),
     "select": _SELECT,
     # Capped: a trigger asks whether work is there, it never claims it.
@@ -370,7 +369,12 @@ class Statements:
         self._compiled: dict[tuple[Any, ...], tuple[Sequence[Condition], str, Params]] = {}
 
     def _build(
-        self, kind: str, where_sql: str = "", order_sql: str = "", source: str = "", mutation: str = ""
+        self,
+        kind: str,
+        where_sql: str = "",
+        order_sql: str = "",
+        source: str = "",
+        mutation: str = "",
     ) -> str:
         if kind in self._static:
             return self._static[kind]
@@ -413,7 +417,10 @@ class Statements:
             where_sql, params = self.where.compile(selection.where, selection.match)
             statement = self.statement(kind, where_sql, order, mutation=mutation)
         else:
-            conditions, inline = claim_set.claim_filter(selection.where)
+            if claim_set.predicate is None:
+                conditions, inline = selection.where, claim_set.inline
+            else:  # a disjunctive set: its own conditions, all literals (contract.ChosenSet)
+                conditions, inline = claim_set.predicate, frozenset(range(len(claim_set.predicate)))
             where_sql, params = self.where.compile(conditions, selection.match, inline)
             source = f"{self._table} AS r INDEXED BY {claim_set.name}"
             statement = self.statement(kind, where_sql, order, source, mutation)
