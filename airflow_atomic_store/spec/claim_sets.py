@@ -150,3 +150,12 @@ def _canonical_order(conditions: Sequence[Condition]) -> tuple[Condition, ...]:
     """One order per set of conditions, so the same set always gets the same name."""
     unique = {condition_key(c): c for c in conditions}
     return tuple(unique[key] for key in sorted(unique, key=repr))
+
+
+#: The queue recipes' claim filter, ``status equals pending`` in FIFO order: every store
+#: is created with its set (``store/postgres/schema.py``, ``store/sqlite/connection.py``),
+#: as procrastinate ships its fixed ``WHERE status = 'todo'`` index, so a queue's claims
+#: walk its pending rows however much history it keeps, with no DDL at run time.
+DEFAULT_SET = parse_claim_set(
+    [{"field": "status", "operator": "equals", "value": "pending"}], "all", "createdAt"
+)

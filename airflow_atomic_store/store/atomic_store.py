@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import Any
 
 from airflow_atomic_store import timestamps
-from airflow_atomic_store.exceptions import SpecError
+from airflow_atomic_store.exceptions import AtomicStoreError, SpecError
 from airflow_atomic_store.spec import (
     CLAIM_LIMIT,
     QUERY_LIMIT,
@@ -42,7 +42,7 @@ from airflow_atomic_store.spec import (
     parse_where,
     project,
 )
-from airflow_atomic_store.spec.claim_sets import covered_conditions, parse_claim_set
+from airflow_atomic_store.spec.claim_sets import ClaimSet, covered_conditions, parse_claim_set
 from airflow_atomic_store.spec.memo import Memo
 from airflow_atomic_store.spec.options import ClaimMode, OrderColumn, parse_claim_mode
 from airflow_atomic_store.store import retention
@@ -436,9 +436,22 @@ class AtomicStore:
         """
         parse_table(table)
         claim_set = parse_claim_set(where, match, order_by)
+        self._refuse_a_colliding_name(claim_set)
         built = self._backend.build_claim_set(claim_set)
         self._forget_sets()
         return built.name
+
+    def _refuse_a_colliding_name(self, claim_set: ClaimSet) -> None:
+        """Names keep 40 bits of hash: a set whose name another set holds is refused
+        (``IF NOT EXISTS`` would silently leave it unbuilt)."""
+        name = claim_set.index_name(self._backend.storage_table)
+        for held in self._backend.load_claim_sets():
+            if held.name == name and held.claim_set.identity != claim_set.identity:
+                raise AtomicStoreError(
+                    f"claimable set {claim_set.identity} would be named {name}, which set "
+                    f"{held.claim_set.identity} holds (40 bits of hash collided); drop that "
+                    "set or declare this filter with its conditions in another form"
+                )
 
     def claim_sets(self, table: str | None = None) -> list[dict[str, Any]]:
         """Every claimable set: name, where, origin, state (sets serve every table, so
@@ -573,14 +586,10 @@ class AtomicStore:
         """Claim through the set that serves the selection; a set whose index another
         process dropped meanwhile is forgotten, and the claim runs again without it."""
         chosen = self._serving(selection.where, selection.match, selection.ordering.column)
-        served = Selection(
-            selection.table,
-            selection.where,
-            selection.match,
-            selection.ordering,
-            selection.limit,
-            chosen,
-        )
+        served = selection
+        if chosen is not None:
+            where, match, ordering = selection.where, selection.match, selection.ordering
+            served = Selection(selection.table, where, match, ordering, selection.limit, chosen)
         try:
             return self._backend.claim(
                 ClaimRequest(served, mutations, receipt, mode, archive_table)

@@ -350,6 +350,9 @@ class Backend(SetStorage, Protocol):
     and the store asks again without it.
     """
 
+    #: The physical table the driver's rows live in (validated), which names the rest.
+    storage_table: str
+
     def put(self, table: str, key: str, value: dict[str, Any]) -> None:
         """Create or replace a row; a replaced row keeps its ``created_at``."""
         ...

@@ -98,7 +98,7 @@ class PostgresDriver:
         notify: frozenset[str] = NOTIFY_MODES[DEFAULT_NOTIFY],
         read_only: bool = False,
     ) -> None:
-        self._table_name = check_storage_table(storage_table)
+        self._table_name = self.storage_table = check_storage_table(storage_table)
         #: Logical tables this process has seen in the catalog: a write to one of them
         #: goes straight to its statement (which checks the catalog itself).
         self._listed: set[str] = set()

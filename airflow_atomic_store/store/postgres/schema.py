@@ -29,8 +29,8 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from airflow_atomic_store.exceptions import AtomicStoreError, StoreUnavailableError
-from airflow_atomic_store.spec.claim_sets import ClaimSet, parse_claim_set
+from airflow_atomic_store.exceptions import StoreUnavailableError
+from airflow_atomic_store.spec.claim_sets import DEFAULT_SET, ClaimSet
 from airflow_atomic_store.store.contract import StoredSet, is_set_index, stored_set
 from airflow_atomic_store.store.postgres.statements import (
     ADD_FUNCTION,
@@ -78,14 +78,6 @@ FUNCTION_NAMES = (
 #: that deadlocks).
 SCHEMA_PROBE = sql_file("schema_probe.sql")
 
-#: The queue recipes' claim filter, ``status equals pending`` in FIFO order: its set is
-#: created with the rows table, as procrastinate ships its fixed ``WHERE status =
-#: 'todo'`` index, so a queue's claims walk its pending rows however much history it
-#: keeps, with no DDL at run time. Listed as a declared set; ``drop_claim_set`` drops it.
-DEFAULT_SET = parse_claim_set(
-    [{"field": "status", "operator": "equals", "value": "pending"}], "all", "createdAt"
-)
-
 _WHERE = WhereCompiler(PostgresWhere())
 
 
@@ -128,7 +120,7 @@ def sets_table(table_name: str) -> str:
 
 
 def create_default_set(connection: psycopg.Connection[Any], table_name: str) -> None:
-    """The queue's pending set, built with a new (empty) rows table in the schema's
+    """The queue's pending set (``DEFAULT_SET``), built with a new (empty) rows table in the schema's
     transaction: an index on an empty table is built at once, so not concurrently."""
     name = DEFAULT_SET.index_name(table_name)
     create = create_index(table_name, name, DEFAULT_SET, concurrently=False)
@@ -220,13 +212,6 @@ def build_set(cursor: psycopg.Cursor[Any], table_name: str, claim_set: ClaimSet)
 
     with _build_lock(cursor, bounded=False):
         name = claim_set.index_name(table_name)
-        held = next((s for s in load_sets(cursor, table_name) if s.name == name), None)
-        if held is not None and held.claim_set.identity != claim_set.identity:
-            raise AtomicStoreError(
-                f"claimable set {claim_set.identity} would be named {name}, which set "
-                f"{held.claim_set.identity} holds (40 bits of hash collided); drop that set "
-                "or declare this filter with its conditions in another form"
-            )
         _record(cursor, table_name, name, claim_set)
         with bounded(cursor, "0", "0"):
             valid = cursor.execute(INDEX_VALID, {"name": name}).fetchone()

@@ -24,7 +24,7 @@ from airflow_atomic_store.exceptions import (
     StoreLocationError,
     StoreUnavailableError,
 )
-from airflow_atomic_store.spec.claim_sets import ClaimSet, parse_claim_set
+from airflow_atomic_store.spec.claim_sets import DEFAULT_SET, ClaimSet
 from airflow_atomic_store.spec.values import dumps
 from airflow_atomic_store.store.sql import WhereCompiler, named_queries
 from airflow_atomic_store.store.sqlite.statements import SqliteWhere, register_functions
@@ -33,12 +33,6 @@ DEFAULT_BUSY_TIMEOUT = 60.0
 #: The tables and indexes (package data), one statement per name, in creation order;
 #: ``{table}`` is the validated storage table.
 _SCHEMA = named_queries(__package__, "schema.sql")
-#: The queue recipes' claim filter, created with the rows table (as on PostgreSQL,
-#: ``store/postgres/schema.py``): a queue's claims walk its pending rows however much
-#: history it keeps, with no DDL at run time.
-DEFAULT_SET = parse_claim_set(
-    [{"field": "status", "operator": "equals", "value": "pending"}], "all", "createdAt"
-)
 _WHERE = WhereCompiler(SqliteWhere())
 _RECORD_SET = (
     "INSERT INTO {table}_claim_sets (name, spec, origin, created_at, used_at) "

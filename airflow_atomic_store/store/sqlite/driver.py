@@ -26,7 +26,6 @@ from datetime import timedelta
 from typing import Any
 
 from airflow_atomic_store import timestamps
-from airflow_atomic_store.exceptions import AtomicStoreError
 from airflow_atomic_store.spec import apply
 from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.spec.values import dumps
@@ -86,7 +85,7 @@ class SqliteDriver:
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         read_only: bool = False,
     ) -> None:
-        self._table = check_storage_table(storage_table)
+        self._table = self.storage_table = check_storage_table(storage_table)
         self.connection = SqliteConnection(
             path, table=self._table, busy_timeout=busy_timeout, read_only=read_only
         )
@@ -245,13 +244,6 @@ class SqliteDriver:
         one writer at a time: the build holds up other writers while it runs)."""
         name = claim_set.index_name(self._table)
         with self._transaction() as connection:
-            held = next((s for s in self._load_sets(connection) if s.name == name), None)
-            if held is not None and held.claim_set.identity != claim_set.identity:
-                raise AtomicStoreError(
-                    f"claimable set {claim_set.identity} would be named {name}, which set "
-                    f"{held.claim_set.identity} holds (40 bits of hash collided); drop that "
-                    "set or declare this filter with its conditions in another form"
-                )
             self.connection.create_set(connection, name, claim_set)
             return next(s for s in self._load_sets(connection) if s.name == name)
 

@@ -45,12 +45,6 @@ SELECT s.name, s.spec, s.origin, s.problem,
     EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = s.name)
 FROM {table}_claim_sets AS s ORDER BY s.name
 
--- name: record_set
--- Declaring a known set again makes it declared and clears a past failure.
-INSERT INTO {table}_claim_sets (name, spec, origin, created_at, used_at)
-VALUES (:name, :spec, 'declared', :now, :now)
-ON CONFLICT (name) DO UPDATE SET origin = 'declared', problem = NULL
-
 -- name: forget_set
 DELETE FROM {table}_claim_sets WHERE name = :name
 
