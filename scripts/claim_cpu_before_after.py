@@ -72,14 +72,53 @@ def drain(url: str, claims: int) -> dict[str, Any]:
     }
 
 
-def _side(tree: Path, url: str, claims: int) -> dict[str, Any]:
+def drain_sqlite(path: str, claims: int) -> dict[str, Any]:
+    """In a checkout's own process: ``claims`` claims of ten from a copy of the SQLite queue."""
+    from airflow_atomic_store import AtomicStore
+
+    with AtomicStore(f"sqlite:///{path}") as store:
+        store.atomic_claim("jobs", where=PENDING, limit=10, execution_id="warm")
+        started, cpu, rows = time.perf_counter(), time.process_time(), 0
+        for _ in range(claims):
+            rows += store.atomic_claim("jobs", where=PENDING, limit=10, execution_id="cpu")["count"]
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {
+        "rows": rows,
+        "wall_us_per_claim": seconds / claims * 1e6,
+        "cpu_us_per_claim": cpu / claims * 1e6,
+    }
+
+
+def _sqlite_queue(path: Path, pending: int) -> None:
+    import sqlite3
+
+    from airflow_atomic_store import AtomicStore
+
+    with AtomicStore(f"sqlite:///{path}") as store:  # the schema, the pending set with it
+        store.ensure_claim_index(table="jobs", where=PENDING)
+    rows = pending * 11
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < :rows) "
+            "INSERT INTO atomic_store_rows (table_name, key, value, created_at, record_timestamp) "
+            "SELECT 'jobs', printf('job-%08d', i), json_object('status', CASE WHEN i > :done "
+            "THEN 'pending' ELSE 'done' END, 'n', i), "
+            "printf('2025-01-01T00:00:%02d.%06dZ', i / 1000000, i % 1000000), "
+            "'2025-01-01T00:00:00.000000Z' FROM seq",
+            {"rows": rows, "done": rows - pending},
+        )
+        conn.execute("ANALYZE")
+    conn.close()
+
+
+def _side(tree: Path, url: str, claims: int, function: str = "drain") -> dict[str, Any]:
     code = (
         "import json, sys; sys.path.insert(0, sys.argv[1]); sys.path.insert(1, sys.argv[2]); "
-        "from scripts.claim_cpu_before_after import drain; "
-        "print(json.dumps(drain(sys.argv[3], int(sys.argv[4]))))"
+        "import scripts.claim_cpu_before_after as m; "
+        "print(json.dumps(getattr(m, sys.argv[5])(sys.argv[3], int(sys.argv[4]))))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code, str(tree), str(ROOT), url, str(claims)],
+        [sys.executable, "-c", code, str(tree), str(ROOT), url, str(claims), function],
         cwd=tree,
         check=True,
         capture_output=True,
@@ -94,9 +133,12 @@ def main() -> int:
     parser.add_argument("--after", type=Path, required=True)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--pending", type=int, default=20_000)
+    parser.add_argument("--sqlite", action="store_true", help="the SQLite drain instead")
     args = parser.parse_args()
     sides = {"before": args.before.resolve(), "after": args.after.resolve()}
     claims = args.pending // 10 - 5
+    if args.sqlite:
+        return _sqlite_main(sides, args.rounds, args.pending, claims)
     server = PostgresServer(dbname="claimcpu").start()
     try:
         url = server.create_user_schema("claimcpu")
@@ -117,17 +159,40 @@ def main() -> int:
                     conn.execute("VACUUM ANALYZE atomic_store_rows")
                 results[side].append(_side(sides[side], url, claims))
             print(f"round {number + 1}: " + json.dumps({s: results[s][-1] for s in sides}))
-        print("| measure | median before | median after | after ÷ before |")
-        print("|---|---:|---:|---:|")
-        for measure in results["before"][0]:
-            if measure == "rows":
-                continue
-            before = statistics.median(r[measure] for r in results["before"])
-            after = statistics.median(r[measure] for r in results["after"])
-            print(f"| {measure} | {before:,.1f} | {after:,.1f} | {after / before:.2f}x |")
+        _table(results)
     finally:
         server.stop()
     return 0
+
+
+def _sqlite_main(sides: dict[str, Path], rounds: int, pending: int, claims: int) -> int:
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="claimcpu-") as tmp:
+        original = Path(tmp) / "queue.db"
+        _sqlite_queue(original, pending)
+        results: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+        for number in range(rounds):
+            order = list(sides) if number % 2 == 0 else list(reversed(sides))
+            for side in order:
+                copy = Path(tmp) / f"{side}-{number}.db"
+                shutil.copyfile(original, copy)
+                results[side].append(_side(sides[side], str(copy), claims, "drain_sqlite"))
+            print(f"round {number + 1}: " + json.dumps({s: results[s][-1] for s in sides}))
+    _table(results)
+    return 0
+
+
+def _table(results: dict[str, list[dict[str, Any]]]) -> None:
+    print("| measure | median before | median after | after ÷ before |")
+    print("|---|---:|---:|---:|")
+    for measure in results["before"][0]:
+        if measure == "rows":
+            continue
+        before = statistics.median(r[measure] for r in results["before"])
+        after = statistics.median(r[measure] for r in results["after"])
+        print(f"| {measure} | {before:,.1f} | {after:,.1f} | {after / before:.2f}x |")
 
 
 if __name__ == "__main__":
