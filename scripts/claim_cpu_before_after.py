@@ -38,15 +38,24 @@ _LOAD = (
     "jsonb_build_object('status', CASE WHEN i > %(done)s THEN 'pending' ELSE 'done' END, 'n', i) "
     "FROM generate_series(1, %(rows)s) AS i"
 )
+#: The pending rows a delete drain took, back (a mark drain's are still there).
+_REFILL = (
+    "INSERT INTO atomic_store_rows (table_id, key, value) SELECT "
+    "(SELECT id FROM atomic_store_rows_tables WHERE name = 'jobs'), 'job-' || lpad(i::text, 8, '0'), "
+    "jsonb_build_object('status', 'pending', 'n', i) "
+    "FROM generate_series(%(done)s + 1, %(rows)s) AS i ON CONFLICT DO NOTHING"
+)
 _RESET = (
     "UPDATE atomic_store_rows SET value = jsonb_build_object('status', 'pending', 'n', "
     "value -> 'n') WHERE value ->> 'status' = 'in_flight'"
 )
 
 
-def drain(url: str, claims: int) -> dict[str, Any]:
+def drain(url: str, claims: int, mode: str = "mark") -> dict[str, Any]:
     """Run in a checkout's own process: ``claims`` claims of ten, then 200 of an empty table."""
     from airflow_atomic_store import AtomicStore
+
+    options: dict[str, Any] = {"execution_id": "cpu"} if mode == "mark" else {"mode": "delete"}
 
     tag = f"cpu-{os.getpid()}"
     with AtomicStore(tagged_url(url, tag)) as store:
@@ -55,7 +64,7 @@ def drain(url: str, claims: int) -> dict[str, Any]:
         meter.start()
         started, rows = time.perf_counter(), 0
         for _ in range(claims):
-            rows += store.atomic_claim("jobs", where=PENDING, limit=10, execution_id="cpu")["count"]
+            rows += store.atomic_claim("jobs", where=PENDING, limit=10, **options)["count"]
         seconds = time.perf_counter() - started
         cpu = meter.stop()
         empty = []
@@ -70,6 +79,11 @@ def drain(url: str, claims: int) -> dict[str, Any]:
         "server_us_per_claim": (cpu["server_cpu"] or 0.0) / claims * 1e6,
         "empty_claim_p50_us": statistics.median(empty) * 1e6,
     }
+
+
+def drain_delete(url: str, claims: int) -> dict[str, Any]:
+    """:func:`drain` with delete-claims (``mode="delete"``)."""
+    return drain(url, claims, "delete")
 
 
 def drain_sqlite(path: str, claims: int) -> dict[str, Any]:
@@ -134,6 +148,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--pending", type=int, default=20_000)
     parser.add_argument("--sqlite", action="store_true", help="the SQLite drain instead")
+    parser.add_argument("--delete", action="store_true", help="delete-claims (PostgreSQL)")
     args = parser.parse_args()
     sides = {"before": args.before.resolve(), "after": args.after.resolve()}
     claims = args.pending // 10 - 5
@@ -156,8 +171,11 @@ def main() -> int:
             for side in order:
                 with psycopg.connect(url, autocommit=True) as conn:
                     conn.execute(_RESET)
+                    rows = args.pending * 11
+                    conn.execute(_REFILL, {"rows": rows, "done": rows - args.pending})
                     conn.execute("VACUUM ANALYZE atomic_store_rows")
-                results[side].append(_side(sides[side], url, claims))
+                function = "drain_delete" if args.delete else "drain"
+                results[side].append(_side(sides[side], url, claims, function))
             print(f"round {number + 1}: " + json.dumps({s: results[s][-1] for s in sides}))
         _table(results)
     finally:

@@ -56,11 +56,11 @@ from airflow_atomic_store.store.contract import (
     Primitive,
     Receipt,
     Selection,
+    Snapshot,
     StoredSet,
     UpdateRequest,
     UpsertRequest,
 )
-from airflow_atomic_store.store.contract import Snapshot as Snapshot
 from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, parse_notify
 from airflow_atomic_store.store.urls import parse_postgres_url, redact_url
 
