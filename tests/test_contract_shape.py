@@ -31,8 +31,10 @@ PROTOCOLS = (Backend, SetStorage, Notifications, Listener, Snapshot)
 NOT_SQL = {
     ("atomic_store.py", 'url.split("://", 1)[0]', "split"): "the store URL's scheme",
     ("atomic_store.py", "url", "split"): "the store URL's scheme",
-    ("urls.py", "url", "split"): "a store URL's scheme and the rest",
-    ("urls.py", "message", "replace"): "a driver's error message, its password hidden",
+    ("postgres/connection.py", "url", "split"): "a store URL's scheme and the rest",
+    ("postgres/connection.py", "message", "replace"): (
+        "a driver's error message, its password hidden"
+    ),
     ("sqlite/driver.py", "url", "split"): "the SQLite URL's file path",
     ("sql.py", "_NAME", "split"): (
         "reading a .sql data file into its named statements, before any statement exists"

@@ -62,7 +62,6 @@ from airflow_atomic_store.store.contract import (
     UpsertRequest,
 )
 from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, parse_notify
-from airflow_atomic_store.store.urls import parse_postgres_url, redact_url
 
 #: Long enough to outlive Airflow's retry windows many times over (retries with
 #: exponential back-off, a task cleared and re-run the next day).
@@ -777,6 +776,8 @@ def _sqlite(url: str, options: dict[str, Any]) -> Backend:
 def _postgres(url: str, options: dict[str, Any]) -> Backend:
     import psycopg
 
+    from airflow_atomic_store.store.postgres.connection import parse_postgres_url
+
     parsed = parse_postgres_url(url)
     secrets = () if parsed.password is None else (parsed.password,)
     return _postgres_driver(lambda: psycopg.connect(parsed.dsn), secrets, options)
@@ -819,3 +820,15 @@ def open_backend(url: str, options: dict[str, Any]) -> Backend:
     if options.get("notify") is not None:
         parse_notify(options["notify"])  # a bad mode is named whichever the backend
     return factory(url, options)
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password replaced by ``***`` (for messages): everything before
+    the last ``@`` may be a password (``store/postgres/connection.py`` reads URLs)."""
+    if "://" not in url or "@" not in url:
+        return url
+    scheme, tail = url.split("://", 1)
+    # The last "@" anywhere: whatever precedes it may be a password, and is hidden.
+    userinfo, _, rest = tail.rpartition("@")
+    user, has_password, _ = userinfo.partition(":")
+    return f"{scheme}://{user}:***@{rest}" if has_password else url
