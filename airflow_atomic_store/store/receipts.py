@@ -16,7 +16,7 @@ from typing import Literal
 from airflow_atomic_store.exceptions import IdempotencyKeyError, ResultTooLargeError, SpecError
 from airflow_atomic_store.spec import check_text
 
-Primitive = Literal["update", "claim", "upsert"]
+Primitive = Literal["update", "claim", "upsert", "upsert_many", "update_many"]
 
 #: Long enough to outlive Airflow's retry windows many times over (retries with
 #: exponential back-off, a task cleared and re-run the next day).
