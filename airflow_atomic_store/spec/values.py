@@ -117,3 +117,49 @@ _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=
 def dumps(value: Any) -> str:
     """Compact JSON text, non-ASCII kept as is so SQLite paths can name keys."""
     return _encode(value)
+
+
+def plain_json(value: Any) -> bool:
+    """Whether ``value`` is made of plain JSON types only, each valid (:func:`check_json`
+    would accept it and copy it unchanged).
+
+    A bulk call checks thousands of values and dumps them at once, within the call, so
+    the copy (which protects a parsed spec kept for later) buys nothing there: such a
+    value is used as it is; anything else (a tuple, a subclass, a bad number or text)
+    goes through :func:`check_json`, which raises its precise error or copies it.
+    """
+    return _plain(value, 0)
+
+
+def _plain_text(text: str) -> bool:
+    if "\x00" in text:
+        return False
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _plain(value: Any, depth: int) -> bool:
+    kind = type(value)
+    if kind is str:
+        return _plain_text(value)
+    if kind is int:
+        return INT_MIN <= value <= INT_MAX
+    if kind is float:
+        return math.isfinite(value)
+    if value is None or kind is bool:
+        return True
+    if depth >= MAX_DEPTH:
+        return False
+    if kind is dict:
+        return all(
+            type(key) is str and _plain_text(key) and _plain(item, depth + 1)
+            for key, item in value.items()
+        )
+    if kind is list:
+        return all(_plain(item, depth + 1) for item in value)
+    return False

@@ -192,7 +192,7 @@ class PostgresBulk:
         statement = self.upsert_statement(mutating, receipt is not None, notify)
         params: dict[str, Any] = {
             "keys": [item.key for item in request.items],
-            "values": "[" + ",".join([dumps(item.insert_value) for item in request.items]) + "]",
+            "values": dumps([item.insert_value for item in request.items]),  # one encode
             "table": table,
         }
         if mutating:
