@@ -361,7 +361,8 @@ class AtomicStore:
         table = parse_table(table)
         parsed = parse_upsert_items(items)
         keys = [item.key for item in parsed]
-        receipt = self._receipt(idempotency_key, "upsert_many", table, keys_target(keys))
+        target = "" if idempotency_key is None else keys_target(keys)
+        receipt = self._receipt(idempotency_key, "upsert_many", table, target)
         if parsed:
             done = self._backend.upsert_many(UpsertManyRequest(table, parsed, receipt))
             inserted, replayed = done.inserted, done.replayed
@@ -406,7 +407,8 @@ class AtomicStore:
         archive = None if archive_table is None else parse_table(archive_table)
         if archive == table:
             raise SpecError("archive_table", "must not be the table being updated")
-        receipt = self._receipt(idempotency_key, "update_many", table, keys_target(parsed_keys))
+        target = "" if idempotency_key is None else keys_target(parsed_keys)
+        receipt = self._receipt(idempotency_key, "update_many", table, target)
         if parsed_keys:
             request = UpdateManyRequest(
                 table, parsed_keys, conditions, mode, parsed, receipt, archive

@@ -21,11 +21,19 @@ changed by a concurrent writer meanwhile is judged again on its new version), th
 updated (or, with an archive table, deleted and written there with their new
 value) in the same statement.
 
-Both write their receipt in the same statement as their effect, as the one-row
+An ``update_many`` in place notifies the table's channel as the one-row update does;
+one that archives does not (see there). Both write their receipt in the same statement
+as their effect, as the one-row
 verbs do (``statements.py``): a key that already has one aborts the statement
 and its recorded result is returned instead. And both take the table's id from
 the tables catalog (``held``), so an id gone stale after a reset of the store
 writes nothing and the call is made once more with the new id (``tables.py``).
+
+``update_many`` is planned for each call (``prepare=False``): a cached generic plan is
+made once, early, and one made while the table was a page or two scanned it per key
+ever after as it grew; a plan for the call's own keys and the table's size costs less
+than one such scan. ``upsert_many``, whose only lookup is its conflict arbiter, stays
+prepared.
 
 ``upsert_many``'s parameters are named. ``update_many`` embeds the compiled
 ``where`` and mutation SQL, whose placeholders are positional: its parameters are
@@ -104,23 +112,31 @@ _UPSERT_RESULT = sql.SQL("SELECT EXISTS (SELECT FROM held), ARRAY({inserted}){no
 
 # -- update_many ---------------------------------------------------------------------------
 
-#: Parameters (text order): the table id, the keys, the where's; with an archive, its id
-#: and name. Locked in key order, as ``upsert_many`` inserts: no deadlock between them.
+#: Parameters (text order): the keys (sorted), the table id, the where's; with an archive,
+#: its id and name. Each key is one primary-key lookup, fenced (``OFFSET 0``) so that the
+#: planner cannot trade them for a scan of the table's rows (with ``key = ANY(…)`` and
+#: statistics that lagged a growing table it scanned every row of the logical table). A
+#: lookup locks its row, and the guard is judged on the locked (newest) version. The keys
+#: come sorted in code point order, the "C" collation's, and are looked up (so locked) in
+#: that order, as ``upsert_many`` inserts: no deadlock between them.
 _PICK = sql.SQL(
-    "picked AS MATERIALIZED (SELECT r.key FROM {rows} AS r "
-    "WHERE r.table_id = %s AND r.key = ANY(%s::text[]) AND {where}{archive_held} "
-    "ORDER BY r.key FOR UPDATE)"
+    "picked AS MATERIALIZED (SELECT r.table_id, r.key FROM unnest(%s::text[]) AS k(key) "
+    "CROSS JOIN LATERAL (SELECT t.table_id, t.key, t.value FROM {rows} AS t "
+    "WHERE t.table_id = %s AND t.key = k.key OFFSET 0) AS r "
+    "WHERE {where}{archive_held} FOR UPDATE OF r)"
 )
 _ARCHIVE_HELD = sql.SQL(" AND EXISTS (SELECT FROM {tables} AS c WHERE c.id = %s AND c.name = %s)")
-#: Parameters: the mutations', the table id.
+#: Joined on the picked rows' own ``(table_id, key)``, with no constant for a scan of
+#: the logical table's rows to start from: the primary key is the plan. Parameters: the
+#: mutations'.
 _UPDATE_PICKED = sql.SQL(
     "effect AS (UPDATE {rows} AS t SET value = {apply}, record_timestamp = clock_timestamp() "
-    "FROM picked WHERE t.table_id = %s AND t.key = picked.key RETURNING t.key)"
+    "FROM picked WHERE t.table_id = picked.table_id AND t.key = picked.key RETURNING t.key)"
 )
-#: Parameters: the table id, the mutations', the archive's id. The rows leave with their
-#: new value, which replaces an archived row of the same key (as ``retire`` archives).
+#: Parameters: the mutations', the archive's id. The rows leave with their new value,
+#: which replaces an archived row of the same key (as ``retire`` archives).
 _ARCHIVE_PICKED = sql.SQL(
-    "effect AS (DELETE FROM {rows} AS t USING picked WHERE t.table_id = %s "
+    "effect AS (DELETE FROM {rows} AS t USING picked WHERE t.table_id = picked.table_id "
     "AND t.key = picked.key RETURNING t.key, {apply} AS value), "
     "archived AS (INSERT INTO {rows} AS a (table_id, key, value) SELECT %s, key, value "
     "FROM effect ON CONFLICT (table_id, key) DO UPDATE "
@@ -151,11 +167,8 @@ def _update_many_params(
 ) -> tuple[Any, ...]:
     """``update_many``'s parameters in the order its text holds their placeholders."""
     receipt = request.receipt
-    picked = (table_id, list(request.keys), *where_params, *(archive or ()))
-    if archive is None:
-        effect: tuple[Any, ...] = (*apply_params, table_id)
-    else:
-        effect = (table_id, *apply_params, archive[0])
+    picked = (sorted(request.keys), table_id, *where_params, *(archive or ()))
+    effect = (*apply_params, *(() if archive is None else (archive[0],)))
     keyed = () if receipt is None else (*receipts.parameters(receipt), table_id, request.table)
     return (*picked, *effect, *keyed, *((channel,) if channel else ()))
 
@@ -238,7 +251,10 @@ class PostgresBulk:
         where_sql, where_params = self._where.compile(request.where, request.match)
         archiving = request.archive_table is not None
         apply, apply_params = mutations_sql(request.mutations, "t.value")
-        notify = "update" in self._notify
+        # Rows that move to an archive leave the table: no waiter there (a count of
+        # claimable rows, a row's guard) can come true, and, as ``retire``'s archive, the
+        # archive table's new rows are not announced. So only an update in place notifies.
+        notify = "update" in self._notify and not archiving
         statement = self.update_statement(
             where_sql, apply, request.receipt is not None, notify, archiving
         )
@@ -254,7 +270,7 @@ class PostgresBulk:
             params = _update_many_params(
                 table_id, request, where_params, apply_params, archive, channel
             )
-            rows, recorded = self._run(statement, params, request.receipt)
+            rows, recorded = self._run(statement, params, request.receipt, prepare=False)
             if recorded is not receipts.NOTHING:
                 return UpdatedMany(frozenset(recorded), replayed=True)
             return UpdatedMany(frozenset(row[0] for row in rows))
@@ -288,7 +304,9 @@ class PostgresBulk:
 
     # -- running a keyed statement ---------------------------------------------------------
 
-    def _run(self, statement: bytes, params: Any, receipt: Receipt | None) -> tuple[list[Any], Any]:
+    def _run(
+        self, statement: bytes, params: Any, receipt: Receipt | None, *, prepare: bool = True
+    ) -> tuple[list[Any], Any]:
         """The statement's rows, or what an earlier call under the receipt's key recorded.
 
         As ``receipts.run_keyed``: a receipt already under the key aborts the statement
@@ -306,7 +324,8 @@ class PostgresBulk:
         while True:
             with self._cursor(many_rows=True) as cur:
                 try:
-                    return cur.execute(statement, params).fetchall(), receipts.NOTHING
+                    executed = cur.execute(statement, params, prepare=None if prepare else False)
+                    return executed.fetchall(), receipts.NOTHING
                 except psycopg.Error as exc:
                     if receipt is None or not receipts.is_conflict(exc, self._storage_table):
                         raise
