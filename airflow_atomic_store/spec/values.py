@@ -144,22 +144,36 @@ def _plain_text(text: str) -> bool:
 
 
 def _plain(value: Any, depth: int) -> bool:
+    """Loops, not generators, and scalars checked in place: a bulk call checks each of
+    thousands of small values (a generator per object was half of a 10,000-item call)."""
     kind = type(value)
-    if kind is str:
-        return _plain_text(value)
-    if kind is int:
-        return INT_MIN <= value <= INT_MAX
-    if kind is float:
-        return math.isfinite(value)
-    if value is None or kind is bool:
-        return True
-    if depth >= MAX_DEPTH:
-        return False
     if kind is dict:
-        return all(
-            type(key) is str and _plain_text(key) and _plain(item, depth + 1)
-            for key, item in value.items()
-        )
+        if depth >= MAX_DEPTH:
+            return False
+        for key, item in value.items():
+            if type(key) is not str or not _plain_text(key) or not _plain_item(item, depth):
+                return False
+        return True
     if kind is list:
-        return all(_plain(item, depth + 1) for item in value)
+        if depth >= MAX_DEPTH:
+            return False
+        for item in value:
+            if not _plain_item(item, depth):
+                return False
+        return True
+    return _plain_item(value, depth)
+
+
+def _plain_item(item: Any, depth: int) -> bool:
+    kind = type(item)
+    if kind is str:
+        return _plain_text(item)
+    if kind is int:
+        return INT_MIN <= item <= INT_MAX
+    if item is None or kind is bool:
+        return True
+    if kind is float:
+        return math.isfinite(item)
+    if kind is dict or kind is list:
+        return _plain(item, depth + 1)
     return False
