@@ -11,7 +11,8 @@ function once per row so that each row gets its own outcome:
   DAG run) and ``status: in_flight``: ``done`` with ``finishedAt`` (what
   ``retire`` reads), or ``failed`` with the ``error`` and ``finishedAt`` (the
   dead-letter list). A row another run took over (stale-claim recovery) is left
-  alone;
+  alone. Done rows are written together, one ``atomic_update_many`` for up to 100
+  of them (and at least every 5 seconds), not one update per row;
 * one failing row fails neither the others nor the task; a retried task skips
   the rows its earlier tries finished;
 * the result counts the batch's rows by outcome.
@@ -19,12 +20,13 @@ function once per row so that each row gets its own outcome:
 With ``mode="delete"`` the rows leave the table when claimed; their outcomes go to
 ``outcomes_table`` (keyed ``<task instance key>/<row key>``), which a retry reads to
 skip them. Per row, calling the function is at least once (a try that dies
-between the call and the outcome's write calls it again): keep the recipes'
-process-once guard around side effects.
+between the call and the outcome's write calls it again, for the rows finished since
+the last group was written): keep the recipes' process-once guard around side effects.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -41,6 +43,9 @@ if TYPE_CHECKING:
 _DEFAULTS = store_defaults("atomic_claim")
 #: How much of a row's error message its outcome keeps.
 ERROR_CHARS = 2000
+#: Finished rows recorded in one call at most, and the longest they wait for it.
+FLUSH_ROWS = 100
+FLUSH_SECONDS = 5.0
 _FINISHED = ("done", "failed")
 
 
@@ -107,13 +112,14 @@ class AtomicBatchOperator(BaseAtomicOperator):
             execution_id=atomic.execution_id,
             idempotency_key=idempotency_key,
         )
-        outcomes = _Outcomes(hook, self, atomic.execution_id, idempotency_key)
-        counts = {"done": 0, "failed": 0, "skipped": 0}
+        replayed = bool(claimed.get("replayed"))
+        outcomes = _Outcomes(hook, self, atomic.execution_id, idempotency_key, replayed)
         context = cast("Context", {**self._context, "atomic_store": hook})  # once a batch
         for row in claimed["claimed"]:
-            outcome = outcomes.recorded(row) or outcomes.record(row, self._call(row, context))
-            counts[outcome] += 1
-        return {"claimed": claimed["count"], **counts}
+            if not outcomes.recorded(row):
+                outcomes.record(row, self._call(row, context))
+        outcomes.flush()
+        return {"claimed": claimed["count"], **outcomes.counts}
 
     def _call(self, row: dict[str, Any], context: Context) -> str | None:
         """Run the function on one row: None when it returned, else its error."""
@@ -147,49 +153,102 @@ class AtomicBatchOperator(BaseAtomicOperator):
 
 
 class _Outcomes:
-    """Where one batch's outcomes are recorded: on the rows, or in the outcomes table."""
+    """Where one batch's outcomes are recorded: on the rows, or in the outcomes table.
+
+    Finished rows are written a group at a time (one ``atomic_update_many``, or one
+    ``atomic_upsert_many`` of outcomes), at the end of the batch and every
+    :data:`FLUSH_ROWS` rows or :data:`FLUSH_SECONDS`, whichever comes first: a try that
+    dies calls the function again for at most that many rows (the recipes' process-once
+    guard covers their side effects). A failed row's outcome, with its own error, is
+    written on the row at once.
+    """
 
     def __init__(
-        self, hook: AtomicStoreHook, operator: AtomicBatchOperator, owner: str, key: str | None
+        self,
+        hook: AtomicStoreHook,
+        operator: AtomicBatchOperator,
+        owner: str,
+        key: str | None,
+        replayed: bool,
     ) -> None:
         self._hook, self._owner = hook, owner
         self._table = str(operator.table)
         self._deleting = operator.mode == "delete"
         self._outcomes = operator.outcomes_table or f"{self._table}_outcomes"
         self._prefix = key or owner
+        self._replayed = replayed
+        self._done: list[str] = []  # rows finished since the last flush
+        self._items: list[dict[str, Any]] = []  # delete mode: outcomes since the last flush
+        self._flushed_at = time.monotonic()
+        self.counts = {"done": 0, "failed": 0, "skipped": 0}
 
-    def recorded(self, row: Mapping[str, Any]) -> str | None:
-        """The row's outcome if an earlier try finished it ("skipped": another run's now)."""
+    def recorded(self, row: Mapping[str, Any]) -> bool:
+        """Count the row's outcome if an earlier try finished it ("skipped": another run's
+        now). A fresh claim (not a replay) has none: no lookup is made for it."""
+        if not self._replayed:
+            return False
         if self._deleting:
             value = self._hook.get(self._outcomes, f"{self._prefix}/{row['key']}")
-            return None if value is None else str(value["status"])
-        value = self._hook.get(self._table, row["key"])
-        if value is None or value.get("claimedBy") != self._owner:
-            return "skipped"
-        status = value.get("status")
-        return str(status) if status in _FINISHED else None
+            outcome = None if value is None else str(value["status"])
+        else:
+            value = self._hook.get(self._table, row["key"])
+            if value is None or value.get("claimedBy") != self._owner:
+                outcome = "skipped"
+            else:
+                status = value.get("status")
+                outcome = str(status) if status in _FINISHED else None
+        if outcome is not None:
+            self.counts[outcome] += 1
+        return outcome is not None
 
-    def record(self, row: Mapping[str, Any], error: str | None) -> str:
+    def record(self, row: Mapping[str, Any], error: str | None) -> None:
         status = "done" if error is None else "failed"
-        fields = {"status": status, "finishedAt": timestamps.now()}
-        if error is not None:
-            fields["error"] = error
         if self._deleting:
-            key = f"{self._prefix}/{row['key']}"
-            self._hook.atomic_upsert(
-                self._outcomes, key, insert_value={"row": row["key"], **fields}
+            fields = {"row": row["key"], "status": status, "finishedAt": timestamps.now()}
+            if error is not None:
+                fields["error"] = error
+            self._items.append({"key": f"{self._prefix}/{row['key']}", "insert_value": fields})
+            self.counts[status] += 1
+        elif error is None:
+            self._done.append(row["key"])
+        else:
+            failed = self._hook.atomic_update(
+                self._table,
+                row["key"],
+                where=self._still_ours(),
+                mutations=_sets(
+                    {"status": "failed", "finishedAt": timestamps.now(), "error": error}
+                ),
             )
-            return status
-        updated = self._hook.atomic_update(
-            self._table,
-            row["key"],
-            where=[
-                {"field": "claimedBy", "operator": "equals", "value": self._owner},
-                {"field": "status", "operator": "equals", "value": "in_flight"},
-            ],
-            mutations=[
-                {"field": name, "operation": "set", "value": value}
-                for name, value in fields.items()
-            ],
-        )
-        return status if updated["updated"] else "skipped"
+            self.counts["failed" if failed["updated"] else "skipped"] += 1
+        if len(self._done) + len(self._items) >= FLUSH_ROWS or (
+            time.monotonic() - self._flushed_at >= FLUSH_SECONDS
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the finished rows since the last flush, in one call."""
+        if self._items:
+            self._hook.atomic_upsert_many(self._outcomes, self._items)
+        if self._done:
+            finished = self._hook.atomic_update_many(
+                self._table,
+                self._done,
+                where=self._still_ours(),
+                mutations=_sets({"status": "done", "finishedAt": timestamps.now()}),
+            )
+            self.counts["done"] += finished["updated"]
+            self.counts["skipped"] += len(self._done) - finished["updated"]
+        self._done, self._items = [], []
+        self._flushed_at = time.monotonic()
+
+    def _still_ours(self) -> list[dict[str, Any]]:
+        """A row another run took over (stale-claim recovery) is left alone."""
+        return [
+            {"field": "claimedBy", "operator": "equals", "value": self._owner},
+            {"field": "status", "operator": "equals", "value": "in_flight"},
+        ]
+
+
+def _sets(fields: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"field": name, "operation": "set", "value": value} for name, value in fields.items()]

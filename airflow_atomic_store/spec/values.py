@@ -157,7 +157,7 @@ def _plain(value: Any, depth: int) -> bool:
     if kind is list:
         if depth >= MAX_DEPTH:
             return False
-        for item in value:
+        for item in value:  # noqa: SIM110 (a loop: no generator per array)
             if not _plain_item(item, depth):
                 return False
         return True
