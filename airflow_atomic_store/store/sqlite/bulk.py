@@ -34,9 +34,9 @@ from airflow_atomic_store.store.sqlite import receipts
 from airflow_atomic_store.store.sqlite.mutations import json_set_params, json_set_sql, plain_fields
 from airflow_atomic_store.store.sqlite.statements import StatementCompiler
 
-#: The call's keys are bound as one JSON array.
+#: The call's keys are bound as one JSON array; seeds need only which rows exist.
 _EXISTING = (
-    "SELECT key, value FROM {table} "
+    "SELECT key, {value} FROM {table} "
     "WHERE table_name = :table AND key IN (SELECT value FROM json_each(:keys))"
 )
 _INSERT = (
@@ -66,7 +66,10 @@ class SqliteBulk:
 
     def __init__(self, table: str, transaction: Any, statements: StatementCompiler) -> None:
         self._table, self._transaction, self._sql = table, transaction, statements
-        self._existing = _EXISTING.format(table=table)
+        self._existing = {
+            mutating: _EXISTING.format(table=table, value="value" if mutating else "NULL")
+            for mutating in (False, True)
+        }
         self._insert = _INSERT.format(table=table)
         self._write = _WRITE.format(table=table)
         self._delete = _DELETE.format(table=table)
@@ -78,8 +81,11 @@ class SqliteBulk:
             if recorded is not receipts.NOTHING:
                 return UpsertedMany(frozenset(recorded), replayed=True)
             keys = json.dumps([item.key for item in items])
+            mutating = any(item.mutations for item in items)
             existing = dict(
-                connection.execute(self._existing, {"table": table, "keys": keys}).fetchall()
+                connection.execute(
+                    self._existing[mutating], {"table": table, "keys": keys}
+                ).fetchall()
             )
             stamps = timestamps.series(len(items))
             connection.executemany(
