@@ -102,13 +102,15 @@ def _lifecycle_round(urls: dict[str, str], number: int) -> dict[str, tuple[float
             steps.run("pgmq send x10", mq, lambda: [queue.send({"n": 1}) for _ in range(BATCH)])
             ids = steps.run("pgmq read", mq, lambda: queue.read(BATCH))
             steps.run("pgmq archive", mq, partial(queue.archive, ids))
-        for _ in range(BATCHES // 10):
+        for _ in range(BATCHES // 10):  # the bulk lifecycle: 100 per call, claims of 10
             steps.run("store upsert_many(100) ÷10", ms, upsert_many)
             sent += 100
             steps.run("pgmq send_batch(100) ÷10", mq, lambda: queue.send_batch([{"n": 1}] * 100))
             for _ in range(10):
-                store.atomic_claim(table, where=pending, limit=BATCH, mode="delete")
-                queue.delete(queue.read(BATCH))
+                keys = steps.run("store claim (backlog of 100)", ms, claim)
+                steps.run("store finish+archive (after bulk)", ms, partial(finish, keys))
+                ids = steps.run("pgmq read (backlog of 100)", mq, partial(queue.read, BATCH))
+                steps.run("pgmq archive (after bulk)", mq, partial(queue.archive, ids))
         for _ in range(BATCHES):
             put_each()
             sent += BATCH
