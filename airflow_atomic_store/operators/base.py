@@ -16,6 +16,7 @@ from airflow_atomic_store.exceptions import (
     IdempotencyKeyError,
     MutationError,
     ResultTooLargeError,
+    SchemaVersionError,
     SpecError,
     StoreLocationError,
 )
@@ -43,6 +44,7 @@ _FINAL_ERRORS: dict[type[Exception], str] = {
     AccessDeniedError: "access denied",
     StoreLocationError: "no store can open there",
     ResultTooLargeError: "result too large for its receipt",
+    SchemaVersionError: "store schema version",
 }
 
 
