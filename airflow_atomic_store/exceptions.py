@@ -13,7 +13,8 @@
     │                                receipt; nothing was written
     ├── SchemaVersionError           the store's schema is newer than this release,
     │                                or older and this open may not migrate it;
-    │                                nothing was changed, retrying cannot fix it
+    │                                nothing was changed; a retry succeeds once the
+    │                                owner migrated it (or the release is upgraded)
     ├── ConnectionConfigError        the Airflow connection is missing or unusable;
     │                                opened read-only, no store is where it points
     │   ├── AccessDeniedError        the database refused the credentials or a
@@ -116,6 +117,8 @@ class SchemaVersionError(AtomicStoreError):
     ``found`` is the store's version (None: made before versions were recorded),
     ``expected`` this release's. A newer store needs this release upgraded; an older
     one needs ``airflow atomic-store migrate`` run by its owner (``store/migrations.py``).
+    Operators let Airflow retry it: during a rolling upgrade the owner's migration may
+    land between two tries.
     """
 
     def __init__(self, message: str, *, found: int | None, expected: int) -> None:

@@ -16,7 +16,6 @@ from airflow_atomic_store.exceptions import (
     IdempotencyKeyError,
     MutationError,
     ResultTooLargeError,
-    SchemaVersionError,
     SpecError,
     StoreLocationError,
 )
@@ -44,7 +43,6 @@ _FINAL_ERRORS: dict[type[Exception], str] = {
     AccessDeniedError: "access denied",
     StoreLocationError: "no store can open there",
     ResultTooLargeError: "result too large for its receipt",
-    SchemaVersionError: "store schema version",
 }
 
 
