@@ -286,7 +286,9 @@ class PostgresConnection:
         """
         name = self._table_name
         needed = [schema.tables_catalog_name(name), name, f"{name}_claim_sets"]
-        missing, _ = self._schema_missing(connection, needed)
+        versions = schema.migrations_table_name(name)
+        absent, _ = self._schema_missing(connection, [*needed, versions])
+        missing = [table for table in absent if table != versions]
         if name in missing:
             raise ConnectionConfigError(
                 f"no atomic store in this database: no table {name!r} where the search path "
@@ -297,10 +299,7 @@ class PostgresConnection:
                 f"PostgreSQL store error: {name} has no {', '.join(missing)}; a store opened "
                 "for writing (any task) completes it; inspection changed nothing"
             )
-        versions = schema.migrations_table_name(name)
-        version = self._recorded_version(
-            connection, self._schema_missing(connection, [versions])[0]
-        )
+        version = self._recorded_version(connection, absent)
         migrations.refuse_newer(version, schema.MIGRATIONS, name)
         if (version or migrations.BASELINE) != migrations.latest(schema.MIGRATIONS):
             raise migrations.behind(version, schema.MIGRATIONS, name, "it was opened read-only")
