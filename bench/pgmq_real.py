@@ -55,7 +55,7 @@ def install(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute("SELECT to_regnamespace('pgmq') IS NOT NULL").fetchone()
         if not (row and row[0]):
-            conn.execute(path.read_text())  # type: ignore[call-overload]  # a file's SQL
+            conn.execute(path.read_text().encode())  # a file of statements, not a literal
 
 
 def create(url: str) -> None:
