@@ -52,8 +52,11 @@ class Worker(Protocol):
 
 
 class _StoreWorker:
+    #: the store's ``notify`` option (None: its default, ``"writes"``)
+    notify: str | None = None
+
     def __init__(self, url: str, batch: int) -> None:
-        self.store = AtomicStore(url)
+        self.store = AtomicStore(url, notify=self.notify)
         self.store.get(TABLE, "__warm-up__")  # connects: its backend is metered from the start
         self.batch, self.me, self.sent = batch, f"life-{os.getpid()}", 0
 
@@ -199,6 +202,18 @@ class PgmqBulkWorker(PgmqArchiveWorker):
         self.send_batch([{"n": 1}] * count)
 
 
+class QuietStoreArchiveWorker(StoreArchiveWorker):
+    """``store_archive`` with ``notify="off"``: what the writes' notifications cost."""
+
+    notify = "off"
+
+
+class QuietStoreDeleteWorker(StoreDeleteWorker):
+    """``store_delete`` with ``notify="off"``."""
+
+    notify = "off"
+
+
 WORKERS: dict[str, Any] = {
     "store_archive": StoreArchiveWorker,
     "store_retire": StoreRetireWorker,
@@ -209,6 +224,9 @@ WORKERS: dict[str, Any] = {
     "pgmq_bulk": PgmqBulkWorker,
     "shaped_archive": ShapedArchiveWorker,
     "shaped_delete": ShapedDeleteWorker,
+    # not in the scenario's variants: ``python -m bench.notify_lifecycle`` compares them
+    "store_archive_quiet": QuietStoreArchiveWorker,
+    "store_delete_quiet": QuietStoreDeleteWorker,
 }
 
 
