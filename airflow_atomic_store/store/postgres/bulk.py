@@ -15,19 +15,19 @@ that cannot apply fails the whole statement). The items' mutations are bound as
 one ``jsonb`` object by key, which ``ON CONFLICT DO UPDATE`` looks each conflicting
 row up in.
 
-``update_many`` is the claim's shape without ``SKIP LOCKED``: the rows of the given
-keys that satisfy ``where`` are locked in key order, each judged on its own (a row
-changed by a concurrent writer meanwhile is judged again on its new version), then
-updated (or, with an archive table, deleted and written there with their new
-value) in the same statement.
+``update_many`` looks each key up by the primary key and locks its row, in key order,
+judges ``where`` on the locked (newest) version of each row on its own, then updates
+the rows that passed (or, with an archive table, deletes them and writes them there
+with their new value) in the same statement: the claim's two steps, by key and
+without ``SKIP LOCKED``.
 
 An ``update_many`` in place notifies the table's channel as the one-row update does;
-one that archives does not (see there). Both write their receipt in the same statement
-as their effect, as the one-row
-verbs do (``statements.py``): a key that already has one aborts the statement
-and its recorded result is returned instead. And both take the table's id from
-the tables catalog (``held``), so an id gone stale after a reset of the store
-writes nothing and the call is made once more with the new id (``tables.py``).
+one that archives does not (see there). Both verbs write their receipt in the same
+statement as their effect, as the one-row verbs do (``statements.py``): a key that
+already has one aborts the statement and its recorded result is returned instead.
+And both take the table's id from the tables catalog (``held``), so an id gone stale
+after a reset of the store writes nothing and the call is made once more with the
+new id (``tables.py``).
 
 ``update_many`` is planned for each call (``prepare=False``): a cached generic plan is
 made once, early, and one made while the table was a page or two scanned it per key
