@@ -18,13 +18,14 @@ function once per row so that each row gets its own outcome:
 
 With ``mode="delete"`` the rows leave the table when claimed; their outcomes go to
 ``outcomes_table`` (keyed ``<task instance key>/<row key>``), which a retry reads to
-skip them. Per row, calling the function is at least once (a try that dies
+skip them; a failed row's outcome keeps its value, since the queue no longer does. Per row, calling the function is at least once (a try that dies
 between the call and the outcome's write calls it again): keep the recipes'
 process-once guard around side effects.
 
 A delete-claim cannot be undone, so everything the batch will need is checked
-before it (:class:`_Outcomes`): the mode, the tables, the outcomes table and the
-prefix of the outcome keys. An outcome key is bounded by construction, never by a
+before it (:class:`_Outcomes`): the mode, the tables, the outcomes table, the
+prefix of the outcome keys, and whether the function can be called with a row and
+the context values it names. An outcome key is bounded by construction, never by a
 failure after the claim: when ``<prefix>/<row key>`` would be longer than a key
 may be (1,024 bytes), the row key is replaced by its digest (``sha256:<hex>``),
 and the prefix too if it is still too long; the same row always gets the same
@@ -34,7 +35,9 @@ key, so a retry finds it, and the outcome's ``row`` holds the whole row key.
 from __future__ import annotations
 
 import hashlib
+import inspect
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
 from airflow.providers.common.compat.sdk import determine_kwargs
@@ -54,6 +57,8 @@ _DEFAULTS = store_defaults("atomic_claim")
 #: How much of a row's error message its outcome keeps.
 ERROR_CHARS = 2000
 _FINISHED = ("done", "failed")
+#: A stand-in for the row when the function's signature is checked before the claim.
+_ANY_ROW: Mapping[str, Any] = MappingProxyType({"key": "", "value": {}})
 
 
 class AtomicBatchOperator(BaseAtomicOperator):
@@ -115,6 +120,8 @@ class AtomicBatchOperator(BaseAtomicOperator):
     ) -> dict[str, Any]:
         # Before the claim: a delete-claim's rows exist only in its receipt after it.
         outcomes = _Outcomes(hook, self, atomic.execution_id, idempotency_key)
+        context = cast("Context", {**self._context, "atomic_store": hook})
+        kwargs = self._row_call_kwargs(context)
         claimed = hook.atomic_claim(
             self.table,
             where=self.where,
@@ -125,22 +132,38 @@ class AtomicBatchOperator(BaseAtomicOperator):
             idempotency_key=idempotency_key,
         )
         counts = {"done": 0, "failed": 0, "skipped": 0}
-        context = cast("Context", {**self._context, "atomic_store": hook})  # once a batch
         for row in claimed["claimed"]:
-            outcome = outcomes.recorded(row) or outcomes.record(row, self._call(row, context))
+            outcome = outcomes.recorded(row) or outcomes.record(row, self._call(row, kwargs))
             counts[outcome] += 1
         return {"claimed": claimed["count"], **counts}
 
-    def _call(self, row: dict[str, Any], context: Context) -> str | None:
+    def _row_call_kwargs(self, context: Context) -> Mapping[str, Any]:
+        """The keyword arguments of every row's call, worked out once, before the claim.
+
+        The row is only ever the first positional argument, so they are the same for
+        each row. A function that cannot take them (a parameter named like a context
+        value where the row goes, a required parameter nothing gives) fails the task
+        here with nothing claimed, instead of failing every row of a deleted batch.
+        """
+        try:
+            kwargs = self.row_kwargs(_ANY_ROW, context)
+            inspect.signature(self.process_row).bind(_ANY_ROW, **kwargs)
+        except (TypeError, ValueError) as exc:
+            raise SpecError(
+                "process_row", f"cannot be called as process_row(row, **context): {exc}"
+            ) from exc
+        return kwargs
+
+    def _call(self, row: dict[str, Any], kwargs: Mapping[str, Any]) -> str | None:
         """Run the function on one row: None when it returned, else its error."""
         try:
-            self.process_row(row, **self.row_kwargs(row, context))
+            self.process_row(row, **kwargs)
         except Exception as exc:  # one row's failure is that row's outcome, not the task's
             self.log.warning("row %r failed: %s", row["key"], exc)
             return f"{type(exc).__name__}: {exc}"[:ERROR_CHARS]
         return None
 
-    def row_kwargs(self, row: dict[str, Any], context: Context) -> Mapping[str, Any]:
+    def row_kwargs(self, row: Mapping[str, Any], context: Context) -> Mapping[str, Any]:
         """The keyword arguments ``process_row`` takes besides the row: the context
         values (``atomic_store`` among them) its signature names."""
         return determine_kwargs(self.process_row, [row], context)
@@ -202,8 +225,11 @@ class _Outcomes:
         if error is not None:
             fields["error"] = error
         if self._deleting:
+            # The row is gone from the queue: a failed one keeps its value here, so the
+            # dead-letter list can be re-queued (a mark-mode row keeps it on itself).
+            kept = {} if error is None else {"value": row["value"]}
             self._hook.atomic_upsert(
-                self._outcomes, self.key(row), insert_value={"row": row["key"], **fields}
+                self._outcomes, self.key(row), insert_value={"row": row["key"], **fields, **kept}
             )
             return status
         updated = self._hook.atomic_update(

@@ -18,6 +18,7 @@ import pytest
 from airflow.sdk import task
 
 from airflow_atomic_store import AtomicClaimOperator, AtomicStore
+from airflow_atomic_store.operators.batch import AtomicBatchOperator
 from airflow_atomic_store.spec.options import MAX_KEY_BYTES
 from devkit.dagrun import DagRunResult, new_dag
 from tests.support.specs import ONE_RETRY, PENDING
@@ -172,3 +173,61 @@ def test_a_refused_delete_mode_claim_operator_fails_at_once_with_nothing_deleted
     run = run_dag(dag)
     assert (run.state_of("take"), run.try_number_of("take")) == ("failed", 1)
     assert dump_store(store_url) == before
+
+
+def test_a_delete_mode_batch_whose_function_cannot_take_a_row_fails_at_once_with_nothing_deleted(
+    run_dag: RunDag, store_conn: str, store_url: str, dag_id: str
+) -> None:
+    """Its signature does not depend on the row: checked once, before the claim, it used
+    to fail every row of the deleted batch instead (each outcome ``failed``)."""
+    _queue(store_url)
+    before = dump_store(store_url)
+
+    def needs_a_customer(row: dict, customer: str) -> None:  # nothing gives "customer"
+        raise AssertionError("never called")
+
+    with new_dag(dag_id, default_args=ONE_RETRY) as dag:
+
+        @task.atomic_batch(conn_id=store_conn, table="jobs", where=PENDING, mode="delete")
+        def process(params: dict) -> None:  # the row would take the name of a context value
+            raise AssertionError("never called")
+
+        process()
+        AtomicBatchOperator(
+            task_id="operator",
+            conn_id=store_conn,
+            table="jobs",
+            where=PENDING,
+            mode="delete",
+            process_row=needs_a_customer,
+        )
+
+    run = run_dag(dag)
+    assert (run.state_of("process"), run.try_number_of("process")) == ("failed", 1)
+    assert (run.state_of("operator"), run.try_number_of("operator")) == ("failed", 1)
+    assert dump_store(store_url) == before
+
+
+def test_a_failed_row_of_a_delete_mode_batch_keeps_its_value_in_its_outcome(
+    run_dag: RunDag, store_conn: str, store_url: str, dag_id: str
+) -> None:
+    """The queue no longer holds it: the dead-letter entry is all there is to re-queue."""
+    with AtomicStore(store_url) as store:
+        store.put("jobs", "ok", {"status": "pending", "payload": 1})
+        store.put("jobs", "bad", {"status": "pending", "payload": 2})
+    with new_dag(dag_id) as dag:
+
+        @task.atomic_batch(conn_id=store_conn, table="jobs", where=PENDING, mode="delete")
+        def process(row: dict) -> None:
+            if row["key"] == "bad":
+                raise ValueError("refused")
+
+        process()
+
+    run = run_dag(dag)
+    assert run.xcom("process") == {"claimed": 2, "done": 1, "failed": 1, "skipped": 0}
+    with AtomicStore(store_url) as store:
+        outcomes = {row["value"]["row"]: row["value"] for row in store.query("jobs_outcomes")}
+    assert outcomes["bad"]["value"] == {"status": "pending", "payload": 2}
+    assert outcomes["bad"]["error"] == "ValueError: refused"
+    assert "value" not in outcomes["ok"]

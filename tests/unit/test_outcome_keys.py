@@ -1,4 +1,5 @@
-"""A delete-mode batch's outcome keys are bounded by construction, readable when they fit."""
+"""Keys the operators derive are bounded by construction, readable when they fit: a
+delete-mode batch's outcome keys and a deferrable wait's round keys (issue 39)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import hashlib
 import pytest
 
 from airflow_atomic_store.operators.batch import outcome_key
+from airflow_atomic_store.operators.waiting import Wait
 from airflow_atomic_store.spec import parse_key
 from airflow_atomic_store.spec.options import MAX_KEY_BYTES
+from airflow_atomic_store.store.receipts import MAX_KEY_BYTES as RECEIPT_KEY_BYTES
+from airflow_atomic_store.store.receipts import parse_idempotency_key
 
 PREFIX = "dag/manual__2026-01-01T00:00:00+00:00/process/-1"
 
@@ -50,3 +54,20 @@ def test_every_outcome_key_is_a_valid_key_and_the_same_for_the_same_row(
     assert len(key.encode()) <= MAX_KEY_BYTES
     assert outcome_key(prefix, row) == key  # a retry finds what an earlier try wrote
     assert outcome_key(prefix, row + "x") != key
+
+
+@pytest.mark.parametrize("key_bytes", [10, 1014, 1015, 1024])
+def test_a_deferrable_waits_round_key_is_a_valid_key_and_the_same_on_every_try(
+    key_bytes: int,
+) -> None:
+    """``<key>/wait-N`` is bounded too: it is made only after round 0 was recorded."""
+    key = "k" * key_bytes
+    round_key = Wait(None, round=12).key(key)
+    assert round_key is not None
+    assert parse_idempotency_key(round_key) == round_key
+    assert round_key == Wait(None, round=12).key(key)
+    assert round_key != Wait(None, round=13).key(key)
+    if key_bytes + len("/wait-12") <= RECEIPT_KEY_BYTES:
+        assert round_key == f"{key}/wait-12"
+    else:
+        assert round_key == f"{_sha(key)}/wait-12"
