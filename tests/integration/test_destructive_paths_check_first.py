@@ -266,3 +266,20 @@ def test_retire_reports_complete_only_when_no_retirable_row_is_left(
 
 def _dispatch(barrier: Any, role: str, store_url: str) -> Any:
     return {"hold": _hold_rows, "retire": _retire}[role](barrier, store_url)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_dropped_store_function_is_retryable_and_the_next_call_installs_it_again(
+    store: AtomicStore, store_url: str
+) -> None:
+    """PostgreSQL only: the store's functions live beside its tables (SQLite has none)."""
+    import psycopg
+
+    store.put("counters", "c", {"n": 0})
+    with psycopg.connect(store_url, autocommit=True) as admin:
+        admin.execute("DROP FUNCTION atomic_store_receipt_v1")
+    with pytest.raises(StoreUnavailableError, match="schema is gone"):
+        store.atomic_upsert("counters", "c", insert_value={}, idempotency_key="k")
+    applied = store.atomic_upsert("counters", "c", insert_value={}, idempotency_key="k")
+    assert (applied["inserted"], applied["replayed"]) == (False, False)
