@@ -37,6 +37,11 @@ class Claims:
             self._claim_sets.forget(selection.table)
             return self._backend.claim(request)
 
+    @property
+    def skips_held_rows(self) -> bool:
+        """Whether a short batch may have stepped past rows others hold (``Backend``)."""
+        return self._backend.skips_held_rows
+
     def count(self, selection: Selection) -> int:
         """How many rows match ``selection`` (at most its limit), locked ones included,
         through the set a claim of it would use: what a short batch of claims left."""
