@@ -203,7 +203,7 @@ class _Outcomes:
         needed = self._deleting or given is not None
         self._outcomes = _outcomes_table(self._table, given) if needed else ""
         self._prefix = key or owner
-        check_text(self._prefix, "idempotency_key", "outcome keys")
+        check_text(self._prefix, "idempotency_key" if key else "execution_id", "outcome keys")
 
     def key(self, row: Mapping[str, Any]) -> str:
         return outcome_key(self._prefix, row["key"])
