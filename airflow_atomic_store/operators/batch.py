@@ -18,9 +18,10 @@ function once per row so that each row gets its own outcome:
 
 With ``mode="delete"`` the rows leave the table when claimed; their outcomes go to
 ``outcomes_table`` (keyed ``<task instance key>/<row key>``), which a retry reads to
-skip them; a failed row's outcome keeps its value, since the queue no longer does. Per row, calling the function is at least once (a try that dies
-between the call and the outcome's write calls it again): keep the recipes'
-process-once guard around side effects.
+skip them; a failed row's outcome keeps its value, since the queue no longer does.
+Per row, calling the function is at least once (a try that dies between the call
+and the outcome's write calls it again): keep the recipes' process-once guard
+around side effects.
 
 A delete-claim cannot be undone, so everything the batch will need is checked
 before it (:class:`_Outcomes`): the mode, the tables, the outcomes table, the

@@ -83,8 +83,8 @@ class Retention:
     def _left(self, plan: RetentionPlan) -> int:
         """Whether retirable rows are still there after a short batch: rows others hold.
 
-        Only where claims step past held rows; else a short batch saw every row (one
-        statement saved: a retire that found little cost 1.3-1.7x without this).
+        Only where claims step past held rows; elsewhere (SQLite) a short batch saw
+        every row, and the check cost a retire that found little 1.3-1.7x its time.
         """
         if not self._claims.skips_held_rows:
             return 0
@@ -115,8 +115,9 @@ class RetentionPlan:
 
         A batch comes back short when nothing more is retirable, and also when it
         stepped past rows other transactions hold (``SKIP LOCKED``): so a short batch
-        is followed by a count of what is left (one statement a run), and ``complete``
-        is True only when nothing is. ``stopped`` says why the run ended.
+        is followed by ``count_left`` (one statement a run where rows can be stepped
+        past), and ``complete`` is True only when nothing is left. ``stopped`` says
+        why the run ended.
         """
         deadline = time.monotonic() + self.time_budget
         retired = batches = 0
