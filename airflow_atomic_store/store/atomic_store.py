@@ -41,8 +41,8 @@ from airflow_atomic_store.store.receipts import (
     DEFAULT_RETENTION_SECONDS,
     PURGE_BATCH,
     PURGE_EVERY,
-    Primitive,
     Receipt,
+    Use,
     parse_idempotency_key,
     parse_retention,
 )
@@ -236,7 +236,8 @@ class AtomicStore:
         )
         claim_mode = parse_claim_mode(mode)
         parsed, written = claim_mutations(claim_mode, mutations, execution_id, conditions)
-        receipt = self._receipt(idempotency_key, "claim", table, "")
+        use: Use = "delete-claim" if claim_mode == "delete" else "claim"
+        receipt = self._receipt(idempotency_key, use, table, "")
         selection = Selection(table, conditions, match_mode, ordering, count)
         result = self._claims.run(ClaimRequest(selection, parsed, receipt, claim_mode), written)
         claimed: list[dict[str, Any]]
@@ -299,7 +300,7 @@ class AtomicStore:
         return self._receipt_retention
 
     def _receipt(
-        self, idempotency_key: str | None, primitive: Primitive, table: str, target: str
+        self, idempotency_key: str | None, primitive: Use, table: str, target: str
     ) -> Receipt | None:
         """The receipt a keyed call records; every so often, expired receipts go first."""
         if idempotency_key is None:

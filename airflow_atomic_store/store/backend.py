@@ -113,6 +113,11 @@ class Backend(SetStorage, Protocol):
     and the caller asks again without it.
     """
 
+    #: Whether a claim steps past rows other transactions hold (PostgreSQL's ``SKIP
+    #: LOCKED``) instead of waiting for them (SQLite: one writer at a time). Where it
+    #: does, a short batch does not mean nothing matching is left (``retention.py``).
+    skips_held_rows: bool
+
     def put(self, table: str, key: str, value: dict[str, Any]) -> None:
         """Create or replace a row; a replaced row keeps its ``created_at``."""
         ...

@@ -71,6 +71,9 @@ T = TypeVar("T")
 class PostgresBackend:
     """Runs each primitive as one statement on a single lazily-opened connection."""
 
+    #: Claims select ``FOR UPDATE SKIP LOCKED``: rows others hold are stepped past.
+    skips_held_rows = True
+
     def __init__(
         self,
         connect: Connect,

@@ -63,6 +63,9 @@ def path_from_url(url: str) -> str:
 class SqliteBackend:
     """Runs each primitive in one write transaction on a single lazily-opened connection."""
 
+    #: One writer at a time: a claim waits for a held row, never steps past it.
+    skips_held_rows = False
+
     def __init__(
         self,
         path: str,
