@@ -16,7 +16,8 @@ from airflow_atomic_store import AtomicStore
 def enqueue_overlapping(
     barrier: Any, url: str, table: str, keys: list[str], batch: int, seed: int
 ) -> list[str]:
-    """Upsert-many ``keys`` (shuffled, in calls of ``batch``); return the keys it inserted."""
+    """Upsert-many ``keys`` (shuffled, in calls of ``batch``); return ``<who>:<key>`` for
+    each key it inserted (``who`` is what it wrote as the row's ``by``)."""
     order = list(keys)
     random.Random(seed).shuffle(order)  # every process meets the others' keys in its own order
     me = f"producer-{os.getpid()}"
@@ -30,7 +31,7 @@ def enqueue_overlapping(
                 table, [{"key": key, "insert_value": {"by": me}} for key in chunk]
             )
             inserted.extend(item["key"] for item in result["items"] if item["inserted"])
-        return inserted
+        return [f"{me}:{key}" for key in inserted]
 
 
 def finish_all_pending(barrier: Any, url: str, table: str, keys: list[str], seed: int) -> list[str]:
