@@ -10,8 +10,8 @@ import pytest
 
 from airflow_atomic_store import AtomicStore, IdempotencyKeyError, MutationError, SpecError
 from airflow_atomic_store.spec.bulk import BULK_LIMIT
-from tests.support.physical import store_contents
 from tests.support.specs import INCREMENT, PENDING, SET_DONE
+from tests.support.store_dump import dump_store
 
 PENDING_ROW = {"status": "pending"}
 
@@ -102,7 +102,7 @@ def test_upsert_many_mutation_that_cannot_apply_writes_nothing(
     store: AtomicStore, store_url: str
 ) -> None:
     store.put("counters", "text", {"n": "many"})
-    before = store_contents(store_url)
+    before = dump_store(store_url)
     with pytest.raises(MutationError):
         store.atomic_upsert_many(
             "counters",
@@ -111,7 +111,7 @@ def test_upsert_many_mutation_that_cannot_apply_writes_nothing(
                 {"key": "text", "insert_value": {"n": 0}, "mutations": INCREMENT},
             ],
         )
-    assert store_contents(store_url) == before
+    assert dump_store(store_url) == before
 
 
 def test_upsert_many_with_a_key_replays_its_first_result(store: AtomicStore) -> None:
@@ -151,11 +151,13 @@ def test_a_bulk_key_reused_for_another_call_is_an_error_and_writes_nothing(
     assert rows_and_receipts(store_url) == before
 
 
-def rows_and_receipts(url: str) -> dict[str, list[str]]:
-    """The store's contents but PostgreSQL's tables catalog, where a call names its table
-    before its statement runs (as the one-row verbs do): a name, not a row."""
+def rows_and_receipts(url: str) -> dict[str, list[Any]]:
+    """The store's dump but PostgreSQL's tables catalog and its id sequence, where a call
+    names its table before its statement runs (as the one-row verbs do): a name, not a row."""
     return {
-        name: rows for name, rows in store_contents(url).items() if not name.endswith("_tables")
+        name: rows
+        for name, rows in dump_store(url).items()
+        if not name.endswith(("_tables", "_table_ids"))
     }
 
 
@@ -209,10 +211,10 @@ def test_update_many_mutation_that_cannot_apply_writes_nothing(
 ) -> None:
     store.put("counters", "a", {"n": 1})
     store.put("counters", "b", {"n": "many"})
-    before = store_contents(store_url)
+    before = dump_store(store_url)
     with pytest.raises(MutationError):
         store.atomic_update_many("counters", ["a", "b"], mutations=INCREMENT)
-    assert store_contents(store_url) == before
+    assert dump_store(store_url) == before
 
 
 def test_update_many_with_an_archive_moves_the_finished_rows_with_their_new_value(
@@ -336,10 +338,10 @@ def test_bad_bulk_input_leaves_the_store_unchanged(
     store: AtomicStore, store_url: str, call: tuple[str, Callable[[AtomicStore], Any]]
 ) -> None:
     store.atomic_upsert_many("q", items("a", "b"), idempotency_key="earlier")
-    before = store_contents(store_url)
+    before = dump_store(store_url)
     with pytest.raises(SpecError):
         call[1](store)
-    assert store_contents(store_url) == before
+    assert dump_store(store_url) == before
 
 
 def test_the_cap_is_items_per_call_and_a_full_call_is_accepted(store: AtomicStore) -> None:

@@ -83,39 +83,3 @@ def nowhere_url(store_url: str, tmp_path: Path) -> str:
     if store_url.startswith("sqlite:///"):
         return f"sqlite:///{tmp_path / 'nested' / 'dir' / 'store.db'}"
     return store_url
-
-
-def store_contents(url: str) -> dict[str, list[str]]:
-    """Every row of every table of the store, each row as one text with all its columns
-    (timestamps included), sorted: equal before and after a call means the call changed
-    nothing at all (its rows, receipts, tables catalog and claimable sets)."""
-    if url.startswith("sqlite:///"):
-        path = url.removeprefix("sqlite:///")
-        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
-            names = [
-                name
-                for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            ]
-            return {
-                name: sorted(repr(row) for row in conn.execute(f'SELECT * FROM "{name}"'))
-                for name in names
-            }
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        names = [
-            name
-            for (name,) in conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
-            ).fetchall()
-        ]
-        return {
-            name: sorted(
-                row[0]
-                for row in conn.execute(
-                    sql.SQL("SELECT t::text FROM {} AS t").format(sql.Identifier(name))
-                ).fetchall()
-            )
-            for name in names
-        }
