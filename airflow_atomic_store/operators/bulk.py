@@ -45,6 +45,7 @@ class AtomicUpsertManyOperator(BaseAtomicOperator):
     template_fields_renderers: ClassVar[dict[str, str]] = {"items": "json"}
 
     def __init__(self, *, items: Sequence[Any] | str, **kwargs: Any) -> None:
+        _no_return_fields(kwargs)
         super().__init__(**kwargs)
         self.items = items
 
@@ -127,6 +128,7 @@ class AtomicUpdateManyOperator(BaseAtomicOperator):
         archive_table: str | None = None,
         **kwargs: Any,
     ) -> None:
+        _no_return_fields(kwargs)
         super().__init__(**kwargs)
         self.keys = keys
         self.mutations = mutations
@@ -158,3 +160,9 @@ class AtomicUpdateManyOperator(BaseAtomicOperator):
 
     def rows_in(self, result: Mapping[str, Any]) -> int | None:
         return int(result["updated"])
+
+
+def _no_return_fields(kwargs: dict[str, Any]) -> None:
+    """The many-rows results carry no values to trim: refused when the DAG is parsed."""
+    if kwargs.get("return_fields") is not None:
+        raise TypeError("the many-rows operators return no values: return_fields does not apply")
