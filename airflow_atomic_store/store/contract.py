@@ -20,20 +20,29 @@ from typing import Any, Literal, Protocol
 from airflow_atomic_store.exceptions import IdempotencyKeyError, ResultTooLargeError, SpecError
 from airflow_atomic_store.spec import Condition, Mutation, Ordering
 from airflow_atomic_store.spec.claim_sets import ClaimSet, parse_claim_set
-from airflow_atomic_store.spec.options import ClaimMode
+from airflow_atomic_store.spec.options import ClaimMode, UpsertItem
+from airflow_atomic_store.store.migrations import Migrated
 from airflow_atomic_store.store.notify import Notifications
 
 DEFAULT_STORAGE_TABLE = "atomic_store_rows"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
 #: How the store names what it creates beside a storage table ``t``: ``t_tables``,
-#: ``t_claim_sets``, ``t_receipts``, ``t_receipts_pkey``, ``t_created_idx``, ``t_set_<hash>``.
-RESERVED_ENDINGS = "_tables, _claim_sets, _receipts, _pkey, _idx, _set_<10 hex digits>"
-_RESERVED = re.compile(r"(_tables|_claim_sets|_receipts|_pkey|_idx|_set_[0-9a-f]{10})\Z")
+#: ``t_claim_sets``, ``t_receipts``, ``t_migrations``, ``t_receipts_pkey``, ``t_created_idx``,
+#: ``t_set_<hash>``.
+RESERVED_ENDINGS = "_tables, _claim_sets, _receipts, _migrations, _pkey, _idx, _set_<10 hex digits>"
+_RESERVED = re.compile(
+    r"(_tables|_claim_sets|_receipts|_migrations|_pkey|_idx|_set_[0-9a-f]{10})\Z"
+)
 
 #: A stored row: its key and its (decoded) value.
 Row = tuple[str, dict[str, Any]]
 
-Primitive = Literal["update", "claim", "upsert"]
+Primitive = Literal["update", "claim", "upsert", "upsert_many", "update_many"]
+#: What a receipt records as its use: the primitive, and for a claim its mode. A
+#: mark-claim records "claim"; a delete-claim records "delete-claim", so a key reused
+#: across modes is refused: a replayed mark batch is still in the table (``in_flight``),
+#: a replayed delete batch is gone from it. Text in the ``primitive`` column.
+Use = Literal["update", "claim", "delete-claim", "upsert", "upsert_many", "update_many"]
 #: The largest result a receipt records: PostgreSQL's limit on one ``jsonb`` value
 #: (measured there as the ``jsonb``'s size, on SQLite as the UTF-8 JSON text's).
 #: Read at each call, so a test can lower it.
@@ -74,7 +83,7 @@ class Receipt:
     """
 
     key: str
-    primitive: Primitive
+    primitive: Use
     table: str
     target: str  # the row key; claims have none
     retention: float
@@ -243,6 +252,49 @@ class Backlog:
         return cls(int(row[0]), row[1]) if row else cls(0, None)
 
 
+# -- many rows per call (issue 42): ``atomic_upsert_many`` and ``atomic_update_many`` --------
+
+
+@dataclass(frozen=True)
+class UpsertManyRequest:
+    """Insert each item's ``insert_value`` where its row is absent, else apply its
+    ``mutations`` (none: leave the row as it is), all in one statement or transaction."""
+
+    table: str
+    items: Sequence[UpsertItem]
+    receipt: Receipt | None = None
+
+
+@dataclass(frozen=True)
+class UpdateManyRequest:
+    """Apply ``mutations`` to each of ``keys`` whose row exists and satisfies ``where`` (each
+    row judged on its own); with ``archive_table`` the rows that applied move there."""
+
+    table: str
+    keys: Sequence[str]
+    where: Sequence[Condition]
+    match: str
+    mutations: Sequence[Mutation]
+    receipt: Receipt | None = None
+    archive_table: str | None = None
+
+
+@dataclass(frozen=True)
+class UpsertedMany:
+    """The keys whose rows were inserted (the others existed); ``replayed``: from a receipt."""
+
+    inserted: frozenset[str]
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class UpdatedMany:
+    """The keys whose rows the mutations applied to; ``replayed``: from a receipt."""
+
+    updated: frozenset[str]
+    replayed: bool = False
+
+
 # -- inspection: read-only views over one consistent snapshot -------------------------
 
 
@@ -352,6 +404,10 @@ class Backend(SetStorage, Protocol):
 
     #: The physical table the driver's rows live in (validated), which names the rest.
     storage_table: str
+    #: Whether a claim steps past rows other transactions hold (PostgreSQL's ``SKIP
+    #: LOCKED``) instead of waiting for them (SQLite: one writer at a time). Where it
+    #: does, a short batch does not mean nothing matching is left (``retention.py``).
+    skips_held_rows: bool
 
     def put(self, table: str, key: str, value: dict[str, Any]) -> None:
         """Create or replace a row; a replaced row keeps its ``created_at``."""
@@ -382,6 +438,16 @@ class Backend(SetStorage, Protocol):
 
     def upsert(self, request: UpsertRequest) -> Upserted: ...
 
+    def upsert_many(self, request: UpsertManyRequest) -> UpsertedMany:
+        """Every item upserted, or none (one statement or transaction); with a receipt,
+        at most once per key, a repeat answering the recorded keys, ``replayed``."""
+        ...
+
+    def update_many(self, request: UpdateManyRequest) -> UpdatedMany:
+        """Each key's row that exists and satisfies ``where`` gets the mutations (or moves
+        to ``archive_table`` with them), all or none; rows locked in key order."""
+        ...
+
     def explain_claim(self, selection: Selection, *, generic: bool = False) -> str:
         """The database's plan for the claim's row selection."""
         ...
@@ -397,6 +463,10 @@ class Backend(SetStorage, Protocol):
 
     def snapshot(self) -> AbstractContextManager[Snapshot]:
         """Read-only inspection queries over one consistent view."""
+        ...
+
+    def migrate(self) -> Migrated:
+        """Open now, bringing the schema to this release's version (``store/migrations.py``)."""
         ...
 
     def close(self) -> None: ...

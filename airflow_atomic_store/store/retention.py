@@ -29,6 +29,7 @@ from airflow_atomic_store.spec import (
     parse_where,
 )
 from airflow_atomic_store.spec.paths import parse_path
+from airflow_atomic_store.store.contract import Selection
 
 #: Statuses a queue is working on: retention never retires them.
 UNFINISHED: Final = frozenset({"pending", "in_flight"})
@@ -49,11 +50,23 @@ class RetentionPlan:
     time_budget: float
     archive_table: str | None
 
-    def run(self, take_batch: Callable[[RetentionPlan], int]) -> dict[str, Any]:
+    @property
+    def selection(self) -> Selection:
+        """The rows one batch takes: the oldest retirable ones, at most ``limit``."""
+        return Selection(self.table, self.where, "all", FIFO, self.limit)
+
+    def run(
+        self,
+        take_batch: Callable[[RetentionPlan], int],
+        count_left: Callable[[RetentionPlan], int],
+    ) -> dict[str, Any]:
         """Delete-claim batches until one comes back short or the budget is spent.
 
-        ``complete`` is True when nothing more was retirable at the end; False when
-        the budget ran out first (the next run goes on where this one stopped).
+        A batch comes back short when nothing more is retirable, and also when it
+        stepped past rows other transactions hold (``SKIP LOCKED``): so a short batch
+        is followed by ``count_left`` (one statement a run where rows can be stepped
+        past), and ``complete`` is True only when nothing is left. ``stopped`` says
+        why the run ended.
         """
         deadline = time.monotonic() + self.time_budget
         retired = batches = 0
@@ -61,9 +74,17 @@ class RetentionPlan:
             taken = take_batch(self)
             retired, batches = retired + taken, batches + 1
             if taken < self.limit:
-                return {"retired": retired, "batches": batches, "complete": True}
+                stopped = "held" if count_left(self) else "done"
+                break
             if time.monotonic() >= deadline:
-                return {"retired": retired, "batches": batches, "complete": False}
+                stopped = "time_budget"
+                break
+        return {
+            "retired": retired,
+            "batches": batches,
+            "complete": stopped == "done",
+            "stopped": stopped,
+        }
 
 
 def plan_retention(
@@ -88,7 +109,7 @@ def plan_retention(
         ]
     )
     budget = _seconds(time_budget, "time_budget", low=0.0, high=MAX_BUDGET_SECONDS)
-    archive = None if archive_table is None else parse_table(archive_table)
+    archive = None if archive_table is None else parse_table(archive_table, "archive_table")
     if archive == table:
         raise SpecError("archive_table", "must not be the table being retired")
     count = parse_limit(limit, BATCH_LIMIT)

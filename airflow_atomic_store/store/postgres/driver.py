@@ -48,11 +48,16 @@ from airflow_atomic_store.store.contract import (
     Snapshot,
     StoredSet,
     Updated,
+    UpdatedMany,
+    UpdateManyRequest,
     UpdateRequest,
     Upserted,
+    UpsertedMany,
+    UpsertManyRequest,
     UpsertRequest,
     check_storage_table,
 )
+from airflow_atomic_store.store.migrations import Migrated
 from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, NOTIFY_MODES, channel_for
 from airflow_atomic_store.store.postgres import schema
 from airflow_atomic_store.store.postgres.connection import Connect, PostgresConnection
@@ -60,6 +65,7 @@ from airflow_atomic_store.store.postgres.listener import PostgresListener
 from airflow_atomic_store.store.postgres.statements import (
     Extras,
     Statements,
+    dumps,
     jsonb,
     literal,
     mutations_sql,
@@ -86,6 +92,9 @@ class PostgresDriver:
     :param notify: the write families (``store/notify.py``) that ``pg_notify``
         their table's channel in the same statement.
     """
+
+    #: Claims select ``FOR UPDATE SKIP LOCKED``: rows others hold are stepped past.
+    skips_held_rows = True
 
     def __init__(
         self,
@@ -223,6 +232,71 @@ class PostgresDriver:
             f"seed of {request.key!r} kept meeting a row inserted and deleted by others; try again"
         )
 
+    # -- many rows per call (issue 42; ``statements.py`` says how) ------------------------
+
+    def upsert_many(self, request: UpsertManyRequest) -> UpsertedMany:
+        """One statement however many items; the table listed first if this process has
+        not seen it (an unlisted table inserts nothing: listed, and once more)."""
+        table, receipt = request.table, request.receipt
+        mutating = any(item.mutations for item in request.items)
+        notify = "upsert" in self._notify
+        statement = self._sql.upsert_many(mutating, receipt is not None, notify)
+        params: Params = {
+            "keys": [item.key for item in request.items],
+            "values": dumps([item.insert_value for item in request.items]),  # one encode
+            "table": table,
+        }
+        if mutating:
+            params["mutations"] = dumps(
+                {
+                    item.key: [mutation.to_json() for mutation in item.mutations]
+                    for item in request.items
+                    if item.mutations
+                }
+            )
+        if notify:
+            params["channel"] = channel_for(self._table_name, table)
+        for _ in range(2):
+            self._list(table)
+            rows, recorded = self._keyed(statement, params, receipt, many_rows=True)
+            if recorded is not _NOTHING:
+                return UpsertedMany(frozenset(recorded), replayed=True)
+            listed, inserted = rows[0][0], rows[0][1]
+            if listed:
+                return UpsertedMany(frozenset(inserted))
+            self._listed.discard(table)  # the store was reset meanwhile: list it again
+        raise _reset_meanwhile(table)
+
+    def update_many(self, request: UpdateManyRequest) -> UpdatedMany:
+        """Planned for each call (``prepare=False``): a generic plan cached early, while
+        the table was a page or two, scanned it per key ever after as it grew."""
+        where_sql, where = self._sql.where.compile(request.where, request.match)
+        apply, params = mutations_sql(request.mutations, "t.value")
+        archive = request.archive_table
+        # Rows that move to an archive leave the table: no waiter there can come true, and
+        # (as ``retire``'s archive) the archive's new rows are not announced.
+        notify = "update" in self._notify and archive is None
+        statement = self._sql.update_many(
+            where_sql, apply, request.receipt is not None, notify, archive is not None
+        )
+        params = {**params, **where, "table": request.table, "keys": sorted(request.keys)}
+        if notify:
+            params["channel"] = channel_for(self._table_name, request.table)
+        if archive is not None:
+            params["archive"] = archive
+        for _ in range(2):
+            if archive is not None:
+                self._list(archive)
+            rows, recorded = self._keyed(
+                statement, params, request.receipt, many_rows=True, prepare=False
+            )
+            if recorded is not _NOTHING:
+                return UpdatedMany(frozenset(recorded), replayed=True)
+            if not rows or rows[-1][0] is not None:
+                return UpdatedMany(frozenset(row[0] for row in rows))
+            self._listed.discard(archive or "")  # the archive is not listed: list it again
+        raise _reset_meanwhile(archive or request.table)
+
     def explain_claim(self, selection: Selection, *, generic: bool = False) -> str:
         """The selection's plan; ``generic`` asks for the plan a prepared claim settles on."""
         statement, params = self._selection("pick", selection)
@@ -232,6 +306,9 @@ class PostgresDriver:
     def purge_receipts(self, limit: int) -> int:
         with self._cursor() as cur:
             return cur.execute(self._sql.queries["purge_receipts"], {"limit": limit}).rowcount
+
+    def migrate(self) -> Migrated:
+        return self.connection.migrate()
 
     def close(self) -> None:
         self.connection.close()
@@ -322,7 +399,13 @@ class PostgresDriver:
         return statement, {**where, "table": selection.table}
 
     def _keyed(
-        self, statement: bytes, params: Params, receipt: Receipt | None, *, many_rows: bool
+        self,
+        statement: bytes,
+        params: Params,
+        receipt: Receipt | None,
+        *,
+        many_rows: bool,
+        prepare: bool | None = None,
     ) -> tuple[list[Any], Any]:
         """A write's rows, and what an earlier call under its key recorded (or ``_NOTHING``).
 
@@ -331,7 +414,7 @@ class PostgresDriver:
         """
         if receipt is None:
             with self._cursor(many_rows=many_rows) as cur:
-                return cur.execute(statement, params).fetchall(), _NOTHING
+                return cur.execute(statement, params, prepare=prepare).fetchall(), _NOTHING
         params = {
             **params,
             "receipt_key": receipt.key,
@@ -345,7 +428,7 @@ class PostgresDriver:
         while True:
             with self._cursor(many_rows=many_rows) as cur:
                 try:
-                    return cur.execute(statement, params).fetchall(), _NOTHING
+                    return cur.execute(statement, params, prepare=prepare).fetchall(), _NOTHING
                 except psycopg.errors.UniqueViolation as exc:
                     if exc.diag.constraint_name != conflict:
                         raise

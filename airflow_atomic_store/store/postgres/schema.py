@@ -31,13 +31,14 @@ from psycopg.types.json import Jsonb
 
 from airflow_atomic_store.exceptions import StoreUnavailableError
 from airflow_atomic_store.spec.claim_sets import DEFAULT_SET, ClaimSet
+from airflow_atomic_store.store import migrations
 from airflow_atomic_store.store.contract import StoredSet, is_set_index, stored_set
 from airflow_atomic_store.store.postgres.statements import (
     ADD_FUNCTION,
     APPLY_FUNCTION,
     PostgresWhere,
 )
-from airflow_atomic_store.store.sql import WhereCompiler
+from airflow_atomic_store.store.sql import WhereCompiler, named_queries
 
 
 def sql_file(name: str) -> str:
@@ -60,6 +61,13 @@ RECEIPTS_DDL = sql_file("receipts_table.sql")
 #: The catalog of claimable sets: one row per partial index.
 SETS_DDL = sql_file("claim_sets_table.sql")
 FUNCTIONS_DDL = sql_file("functions.sql")
+#: The versions a store reached (``store/migrations.py``), and the steps past version 1.
+MIGRATIONS_DDL = sql_file("migrations_table.sql")
+MIGRATIONS = migrations.load(__package__)
+#: Reading and recording the version, and what the schema lock's holder checks first.
+VERSION_QUERIES = named_queries(__package__, "schema_versions.sql")
+#: The rows table's column that marks version 1's layout (a table id, not a name).
+KEY_COLUMN = "table_id"
 
 #: Every function FUNCTIONS_DDL installs: a schema lacking any of them is incomplete.
 FUNCTION_NAMES = (
@@ -87,7 +95,7 @@ def ident(name: str) -> str:
 
 def schema_tables(table_name: str) -> dict[str, bytes]:
     """Each table of one store (the tables catalog, the rows, the sets catalog, the
-    receipts) and its DDL, in the order they are created."""
+    receipts, the schema versions) and its DDL, in the order they are created."""
     receipts = f"{table_name}_receipts"
     ids = ident(f"{table_name}_table_ids")
     return {
@@ -106,7 +114,25 @@ def schema_tables(table_name: str) -> dict[str, bytes]:
             receipts_key=ident(f"{receipts}_pkey"),
             expiry_index=ident(f"{receipts}_expiry_idx"),
         ).encode(),
+        migrations_table_name(table_name): MIGRATIONS_DDL.format(
+            migrations=migrations_table(table_name)
+        ).encode(),
     }
+
+
+def migrations_table_name(table_name: str) -> str:
+    """The name of the table that records a store's schema versions."""
+    return f"{table_name}_migrations"
+
+
+def migrations_table(table_name: str) -> str:
+    """Its quoted name."""
+    return sql.Identifier(migrations_table_name(table_name)).as_string(None)
+
+
+def migration_holes(table_name: str) -> dict[str, str]:
+    """A migration's ``{table}`` and ``{table_<suffix>}``, quoted by psycopg."""
+    return migrations.holes(table_name, lambda name: sql.Identifier(name).as_string(None))
 
 
 def tables_catalog_name(table_name: str) -> str:

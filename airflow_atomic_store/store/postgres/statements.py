@@ -486,6 +486,87 @@ _RECORDED = {
 }
 
 
+# -- many rows per call (issue 42) ------------------------------------------------------
+#
+# ``upsert_many`` binds the call's keys as one ``text[]`` and their values as one
+# ``jsonb`` array (``ROWS FROM`` zips them, ``WITH ORDINALITY`` numbers them): 10,000
+# items are one round trip and one statement, as pgmq's ``send_batch``. Rows are inserted
+# in key order ("C" collation, the rows table's): two calls over overlapping keys wait for
+# each other's keys in the same order and never deadlock. Each row's ``created_at`` is the
+# statement's start plus its item's position in microseconds, so a queue takes one call's
+# items in the order given. An item with mutations, when its row exists, gets them through
+# ``atomic_store_apply_v1`` (the items' mutations bound as one jsonb object by key).
+#
+# ``update_many`` looks each key up by the primary key and locks its row, in key order,
+# judges ``where`` on the locked (newest) version of each row on its own, then updates the
+# rows that passed (or, with an archive table, deletes them and writes them there with
+# their new value) in the same statement: the claim's two steps, by key, without ``SKIP
+# LOCKED``. Each key is one lookup, fenced (``OFFSET 0``) so that the planner cannot trade
+# them for a scan of the logical table's rows.
+
+_MANY_INPUT = sql.SQL(
+    'input AS MATERIALIZED (SELECT i.key COLLATE "C" AS key, i.value, i.ord '
+    "FROM ROWS FROM (unnest(%(keys)s::text[]), jsonb_array_elements(%(values)s::jsonb)) "
+    "WITH ORDINALITY AS i(key, value, ord))"
+)
+#: The table's catalog row: one row when it is listed, none when not (nothing inserts).
+_MANY_LISTED = sql.SQL("listed AS (SELECT c.id FROM {tables} AS c WHERE c.name = %(table)s)")
+_MANY_INSERT = sql.SQL(
+    "INSERT INTO {table} AS t (table_id, key, value, created_at, record_timestamp) "
+    "SELECT listed.id, i.key, i.value, {stamp}, {stamp} FROM input AS i, listed ORDER BY i.key"
+)
+_MANY_STAMP = sql.SQL("statement_timestamp() + (i.ord - 1) * interval '1 microsecond'")
+#: Seeds only: a row that exists is left alone, and only inserted rows come back.
+_MANY_SEED = sql.SQL("effect AS ({insert} ON CONFLICT (table_id, key) DO NOTHING RETURNING t.key)")
+#: Some items carry mutations (``%(mutations)s``: a jsonb object, by key): those rows
+#: that exist get them; the others are left alone (the ``WHERE`` of ``DO UPDATE``).
+_MANY_MUTATE = sql.SQL(
+    "effect AS ({insert} ON CONFLICT (table_id, key) DO UPDATE "
+    "SET value = {apply}(t.value, %(mutations)s::jsonb -> t.key), "
+    "record_timestamp = clock_timestamp() "
+    "WHERE jsonb_exists(%(mutations)s::jsonb, t.key) "
+    "RETURNING t.key, (t.xmax = 0) AS inserted)"
+)
+_MANY_INSERTED = {
+    False: sql.SQL("SELECT key FROM effect"),
+    True: sql.SQL("SELECT key FROM effect WHERE inserted"),
+}
+#: A bulk verb's receipt records its keys (``recorded``), only when its table is listed.
+_MANY_RECEIPT = sql.SQL(
+    "receipt AS (INSERT INTO {receipts} "
+    "(idempotency_key, primitive, table_name, target, result, expires_at) "
+    "SELECT %(receipt_key)s, %(receipt_primitive)s, %(receipt_table)s, %(receipt_target)s, "
+    "atomic_store_receipt_v1(to_jsonb(ARRAY({recorded})), %(receipt_max_bytes)s), "
+    "clock_timestamp() + make_interval(secs => %(receipt_retention)s) {source})"
+)
+_MANY_NOTIFIED = sql.SQL(
+    "notified AS (SELECT pg_notify(%(channel)s, '') AS sent WHERE EXISTS (SELECT FROM effect))"
+)
+_MANY_UPSERTED = sql.SQL("SELECT EXISTS (SELECT FROM listed), ARRAY({inserted}){notified}")
+#: The keys come sorted in code point order (the "C" collation's) and are looked up, so
+#: locked, in that order, as ``upsert_many`` inserts: no deadlock between them.
+_MANY_PICK = sql.SQL(
+    "picked AS MATERIALIZED (SELECT r.table_id, r.key FROM unnest(%(keys)s::text[]) AS k(key) "
+    "CROSS JOIN LATERAL (SELECT t.table_id, t.key, t.value FROM {table} AS t "
+    "WHERE t.table_id = {table_id} AND t.key = k.key OFFSET 0) AS r "
+    "WHERE {where}{archive_listed} FOR UPDATE OF r)"
+)
+#: Joined on the picked rows' own ``(table_id, key)``: the primary key is the plan.
+_MANY_UPDATE_PICKED = sql.SQL(
+    "effect AS (UPDATE {table} AS t SET value = {apply}, record_timestamp = clock_timestamp() "
+    "FROM picked WHERE t.table_id = picked.table_id AND t.key = picked.key RETURNING t.key)"
+)
+#: The rows leave with their new value, which replaces an archived row of the same key.
+_MANY_ARCHIVE_PICKED = sql.SQL(
+    "effect AS (DELETE FROM {table} AS t USING picked WHERE t.table_id = picked.table_id "
+    "AND t.key = picked.key RETURNING t.key, {apply} AS value), "
+    "archived AS (INSERT INTO {table} AS a (table_id, key, value) "
+    "SELECT c.id, e.key, e.value FROM effect AS e, {tables} AS c WHERE c.name = %(archive)s "
+    "ON CONFLICT (table_id, key) DO UPDATE "
+    "SET value = EXCLUDED.value, record_timestamp = clock_timestamp())"
+)
+
+
 @dataclass(frozen=True)
 class Extras:
     """A write's optional parts: the receipt it records, the channel it notifies, the
@@ -540,6 +621,8 @@ class Statements:
         self.seed = lru_cache(maxsize=4)(self._seed)
         self.selection = lru_cache(maxsize=512)(self._selection)
         self.query = lru_cache(maxsize=256)(self._query)
+        self.upsert_many = lru_cache(maxsize=8)(self._upsert_many)
+        self.update_many = lru_cache(maxsize=256)(self._update_many)
 
     def _receipt(self, primitive: str, ordering: Ordering | None = None) -> sql.Composed:
         result, source = _RECORDED[primitive]
@@ -663,6 +746,64 @@ class Statements:
                 order=sql.SQL(order_sql(ordering)),
             )
         )
+
+    def _upsert_many(self, mutating: bool, keyed: bool, notify: bool) -> bytes:
+        insert = _MANY_INSERT.format(stamp=_MANY_STAMP, table=self._table)
+        effect = (_MANY_MUTATE if mutating else _MANY_SEED).format(
+            insert=insert, apply=sql.Identifier(APPLY_FUNCTION)
+        )
+        ctes = [_MANY_INPUT, _MANY_LISTED.format(tables=self._tables), effect]
+        if keyed:
+            recorded = _MANY_INSERTED[mutating]
+            source = sql.SQL("FROM listed")
+            ctes.append(
+                _MANY_RECEIPT.format(receipts=self._receipts, recorded=recorded, source=source)
+            )
+        if notify:
+            ctes.append(_MANY_NOTIFIED)
+        final = _MANY_UPSERTED.format(
+            inserted=_MANY_INSERTED[mutating],
+            notified=sql.SQL(", (SELECT count(*) FROM notified)" if notify else ""),
+        )
+        return self._finish(sql.SQL("WITH {} {}").format(sql.SQL(", ").join(ctes), final))
+
+    def _update_many(
+        self, where_sql: str, apply: str, keyed: bool, notify: bool, archiving: bool
+    ) -> bytes:
+        archive_listed = (
+            sql.SQL(" AND {}").format(_ARCHIVE_LISTED.format(tables=self._tables))
+            if archiving
+            else sql.SQL("")
+        )
+        picked = _MANY_PICK.format(
+            table=self._table,
+            table_id=self._table_id,
+            where=sql.SQL(where_sql),
+            archive_listed=archive_listed,
+        )
+        take = _MANY_ARCHIVE_PICKED if archiving else _MANY_UPDATE_PICKED
+        ctes: list[sql.Composable] = [
+            picked,
+            take.format(table=self._table, tables=self._tables, apply=sql.SQL(apply)),
+        ]
+        if keyed:
+            recorded = sql.SQL("SELECT key FROM effect")
+            ctes.append(
+                _MANY_RECEIPT.format(receipts=self._receipts, recorded=recorded, source=sql.SQL(""))
+            )
+        final: sql.Composable = sql.SQL("SELECT key FROM effect")
+        if notify:
+            ctes.append(_MANY_NOTIFIED)
+            final = sql.SQL("SELECT key FROM effect LEFT JOIN notified ON true")
+        if archiving:  # a row of NULL when the archive is not listed: list it, and again
+            final = sql.Composed(
+                [
+                    final,
+                    sql.SQL(" UNION ALL SELECT NULL WHERE NOT "),
+                    _ARCHIVE_LISTED.format(tables=self._tables),
+                ]
+            )
+        return self._finish(sql.SQL("WITH {} {}").format(sql.SQL(", ").join(ctes), final))
 
     def selection_where(
         self, where: Sequence[Condition], match: str, chosen: ChosenSet | None

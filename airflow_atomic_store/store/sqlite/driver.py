@@ -42,13 +42,18 @@ from airflow_atomic_store.store.contract import (
     Snapshot,
     StoredSet,
     Updated,
+    UpdatedMany,
+    UpdateManyRequest,
     UpdateRequest,
     Upserted,
+    UpsertedMany,
+    UpsertManyRequest,
     UpsertRequest,
     check_storage_table,
     is_set_index,
     stored_set,
 )
+from airflow_atomic_store.store.migrations import Migrated
 from airflow_atomic_store.store.notify import Notifications
 from airflow_atomic_store.store.sql import (
     Params,
@@ -76,6 +81,9 @@ def path_from_url(url: str) -> str:
 
 class SqliteDriver:
     """Runs each verb in one write transaction on a single lazily-opened connection."""
+
+    #: One writer at a time: a claim waits for a held row, never steps past it.
+    skips_held_rows = False
 
     def __init__(
         self,
@@ -221,6 +229,103 @@ class SqliteDriver:
             self._record(connection, receipt, [inserted, value])
         return Upserted(inserted, value)
 
+    # -- many rows per call (issue 42): one write transaction each ----------------------
+    #
+    # One writer at a time, so a call holding the write lock sees and writes its rows with
+    # no other writer in between. Each inserted row's ``created_at`` is the call's start
+    # plus its item's position in microseconds (``timestamps.series``), so one call's items
+    # keep their order, as on PostgreSQL. Any error rolls the whole call back.
+
+    def upsert_many(self, request: UpsertManyRequest) -> UpsertedMany:
+        """Which keys exist, one ``executemany`` of the others, and the reference ``apply``
+        for the existing rows with mutations."""
+        table, receipt, items = request.table, request.receipt, request.items
+        with self._transaction() as connection:
+            recorded = self._recorded(connection, receipt)
+            if recorded is not _NOTHING:
+                return UpsertedMany(frozenset(recorded), replayed=True)
+            mutating = any(item.mutations for item in items)
+            keys = {"table": table, "keys": json.dumps([item.key for item in items])}
+            existing = dict(
+                connection.execute(
+                    self._sql.statement("existing" if mutating else "existing_keys"), keys
+                ).fetchall()
+            )
+            stamps = timestamps.series(len(items))
+            connection.executemany(
+                self._sql.statement("insert_at"),
+                [
+                    {
+                        "table": table,
+                        "key": item.key,
+                        "value": dumps(item.insert_value),
+                        "created_at": at,
+                    }
+                    for item, at in zip(items, stamps, strict=True)
+                    if item.key not in existing
+                ],
+            )
+            now = timestamps.now()
+            connection.executemany(
+                self._sql.statement("write"),
+                [
+                    {
+                        "table": table,
+                        "key": item.key,
+                        "now": now,
+                        "value": dumps(apply(item.mutations, json.loads(existing[item.key]))),
+                    }
+                    for item in items
+                    if item.mutations and item.key in existing
+                ],
+            )
+            inserted = [item.key for item in items if item.key not in existing]
+            self._record(connection, receipt, inserted)
+        return UpsertedMany(frozenset(inserted))
+
+    def update_many(self, request: UpdateManyRequest) -> UpdatedMany:
+        """One ``UPDATE … RETURNING`` when the mutations are top-level ``set``s and nothing is
+        archived; else the guarded rows through ``apply``, written back or archived."""
+        where_sql, where = self._sql.where.compile(request.where, request.match)
+        params = {**where, "table": request.table, "keys": json.dumps(list(request.keys))}
+        fields = plain_fields(request.mutations)
+        with self._transaction() as connection:
+            recorded = self._recorded(connection, request.receipt)
+            if recorded is not _NOTHING:
+                return UpdatedMany(frozenset(recorded), replayed=True)
+            now = timestamps.now()
+            if fields is not None and request.archive_table is None:
+                statement = self._sql.statement(
+                    "guarded_set_many", where_sql, mutation=json_set_sql(fields)
+                )
+                values = {**params, **json_set_params(request.mutations), "now": now}
+                updated = [row[0] for row in connection.execute(statement, values)]
+            else:
+                rows = connection.execute(
+                    self._sql.statement("guarded_many", where_sql), params
+                ).fetchall()
+                changed = [
+                    (key, dumps(apply(request.mutations, json.loads(value)))) for key, value in rows
+                ]
+                table, archive = request.table, request.archive_table
+                if archive is None:
+                    connection.executemany(
+                        self._sql.statement("write"),
+                        [{"table": table, "key": k, "value": v, "now": now} for k, v in changed],
+                    )
+                else:
+                    connection.executemany(
+                        self._sql.statement("delete"),
+                        [{"table": table, "key": key} for key, _ in changed],
+                    )
+                    connection.executemany(
+                        self._sql.statement("put"),
+                        [{"table": archive, "key": k, "value": v, "now": now} for k, v in changed],
+                    )
+                updated = [key for key, _ in changed]
+            self._record(connection, request.receipt, updated)
+        return UpdatedMany(frozenset(updated))
+
     def purge_receipts(self, limit: int) -> int:
         params = {"now": timestamps.now(), "limit": limit}
         with self._transaction() as connection:
@@ -229,6 +334,9 @@ class SqliteDriver:
     def notifications(self) -> Notifications | None:
         """None: SQLite has no notifications (a trigger polls)."""
         return None
+
+    def migrate(self) -> Migrated:
+        return self.connection.migrate()
 
     def close(self) -> None:
         self.connection.close()

@@ -15,6 +15,21 @@ SET value = excluded.value, record_timestamp = excluded.record_timestamp
 INSERT INTO {table} (table_name, key, value, created_at, record_timestamp)
 VALUES (:table, :key, :value, :now, :now)
 
+-- name: insert_at
+-- A bulk upsert's row: created at its item's place in the call (timestamps.series).
+INSERT INTO {table} (table_name, key, value, created_at, record_timestamp)
+VALUES (:table, :key, :value, :created_at, :created_at)
+
+-- name: existing
+-- A bulk upsert's keys (one JSON array) that have rows, with their values.
+SELECT key, value FROM {table}
+WHERE table_name = :table AND key IN (SELECT value FROM json_each(:keys))
+
+-- name: existing_keys
+-- The same for seeds, which need only which rows exist.
+SELECT key, NULL FROM {table}
+WHERE table_name = :table AND key IN (SELECT value FROM json_each(:keys))
+
 -- name: write
 UPDATE {table} SET value = :value, record_timestamp = :now
 WHERE table_name = :table AND key = :key

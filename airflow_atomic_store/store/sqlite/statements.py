@@ -348,6 +348,17 @@ TEMPLATES = {
         "WHERE r.table_name = :table AND r.key = :key AND {where} RETURNING value"
     ),
     "explain_claim": f"EXPLAIN QUERY PLAN {_SELECT}",
+    # A bulk update's guarded rows (its keys one JSON array), and its one-statement form
+    # when the mutations are top-level ``set``s.
+    "guarded_many": (
+        "SELECT r.key, r.value FROM {table} AS r WHERE r.table_name = :table "
+        "AND r.key IN (SELECT value FROM json_each(:keys)) AND {where}"
+    ),
+    "guarded_set_many": (
+        "UPDATE {table} AS r SET value = {mutation}, record_timestamp = :now "
+        "WHERE r.table_name = :table AND r.key IN (SELECT value FROM json_each(:keys)) "
+        "AND {where} RETURNING key"
+    ),
 }
 
 
