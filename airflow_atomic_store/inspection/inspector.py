@@ -1,6 +1,6 @@
 """``StoreInspector``: validate the arguments, read one snapshot, shape the answer.
 
-The backends count, group and page (``store/snapshot.py``); this module
+The backends count, group and page (``store/sql.py``); this module
 chooses the queries (the ``status`` conditions, the stale cutoff) and turns
 what comes back into :mod:`~airflow_atomic_store.inspection.results`.
 """

@@ -37,6 +37,7 @@ from airflow_atomic_store.exceptions import (
     SpecError,
     StoreUnavailableError,
 )
+from airflow_atomic_store.spec.claim_sets import DEFAULT_SET
 from airflow_atomic_store.store import migrations
 from airflow_atomic_store.store.migrations import Migrated
 from airflow_atomic_store.store.postgres import schema
@@ -46,6 +47,8 @@ from airflow_atomic_store.store.postgres.statements import (
 )
 
 Connect = Callable[[], psycopg.Connection[Any]]
+#: The schema version that lists the queue's pending set (``migrations/0002_pending_set.sql``).
+PENDING_SET_VERSION = 2
 #: Longest a cancel of an interrupted statement may take before its connection is closed anyway.
 CANCEL_WAIT = 5.0
 
@@ -215,6 +218,10 @@ class PostgresConnection:
                 self._share_versions_with_readers(connection)
         if missing_tables:
             self._on_schema_created()
+        if found is not None and found < PENDING_SET_VERSION <= latest:
+            # Migration 2 listed the queue's pending set: build its index now, outside the
+            # schema lock, as a declared set is built (the migration's file says why).
+            schema.build_set(connection.cursor(), self._table_name, DEFAULT_SET)
         return Migrated(
             self._table_name,
             found,

@@ -144,12 +144,12 @@ BEGIN
     EXCEPTION WHEN numeric_value_out_of_range THEN
         RETURN atomic_store_fail_v1(field, 'increment result is not a finite number');
     END;
-    RETURN to_jsonb(atomic_store_exact_v1(total_float));  -- as jsonb.py writes floats
+    RETURN to_jsonb(atomic_store_exact_v1(total_float));  -- as statements.py writes floats
 END
 $fn$;
 
 -- A keyed call's result, refused (SQLSTATE AS002, the statement aborts) when it is too
--- large to record: store/receipts.py's MAX_RESULT_BYTES, bound by the statement.
+-- large to record: store/contract.py's MAX_RESULT_BYTES, bound by the statement.
 CREATE OR REPLACE FUNCTION atomic_store_receipt_v1(result jsonb, max_bytes bigint)
 RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
