@@ -157,6 +157,9 @@ def test_keyed_primitives_stay_linearizable_while_their_sessions_are_terminated(
     fault_workers.assert_all_linearizable(verdicts)
 
 
+# The faults of the test above, through a PgBouncer: make test-all only (make test has
+# those faults without the pooler, and the store behind it in test_pgbouncer.py).
+@pytest.mark.slow
 @postgres_only
 def test_keyed_primitives_stay_linearizable_through_pgbouncer_while_server_sessions_die(
     store_url: str,
