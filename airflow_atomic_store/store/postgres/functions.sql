@@ -144,7 +144,7 @@ BEGIN
     EXCEPTION WHEN numeric_value_out_of_range THEN
         RETURN atomic_store_fail_v1(field, 'increment result is not a finite number');
     END;
-    RETURN to_jsonb(atomic_store_exact_v1(total_float));  -- as statements.py writes floats
+    RETURN to_jsonb(atomic_store_exact_v1(total_float));  -- as jsonb.py writes floats
 END
 $fn$;
 
