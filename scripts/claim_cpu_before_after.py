@@ -81,6 +81,17 @@ def drain(url: str, claims: int, mode: str = "mark") -> dict[str, Any]:
     }
 
 
+def prepare(url: str, claims: int) -> dict[str, Any]:
+    """In a checkout's own process: its schema (each release opens only its own version)
+    and the pending set, before the rows are loaded beneath it."""
+    from airflow_atomic_store import AtomicStore
+
+    with AtomicStore(url) as store:
+        store.put("jobs", "seed", {"status": "seed"})
+        store.ensure_claim_index(table="jobs", where=PENDING)
+    return {}
+
+
 def drain_delete(url: str, claims: int) -> dict[str, Any]:
     """:func:`drain` with delete-claims (``mode="delete"``)."""
     return drain(url, claims, "delete")
@@ -104,12 +115,9 @@ def drain_sqlite(path: str, claims: int) -> dict[str, Any]:
 
 
 def _sqlite_queue(path: Path, pending: int) -> None:
+    """The aged queue's rows, loaded beneath a store that ``prepare`` made."""
     import sqlite3
 
-    from airflow_atomic_store import AtomicStore
-
-    with AtomicStore(f"sqlite:///{path}") as store:  # the schema, the pending set with it
-        store.ensure_claim_index(table="jobs", where=PENDING)
     rows = pending * 11
     with sqlite3.connect(path) as conn:
         conn.execute(
@@ -156,19 +164,18 @@ def main() -> int:
         return _sqlite_main(sides, args.rounds, args.pending, claims)
     server = PostgresServer(dbname="claimcpu").start()
     try:
-        url = server.create_user_schema("claimcpu")
-        from airflow_atomic_store import AtomicStore
-
-        with AtomicStore(url) as store:  # this checkout makes the schema; both read it
-            store.put("jobs", "seed", {"status": "seed"})
-            store.ensure_claim_index(table="jobs", where=PENDING)
-        with psycopg.connect(url, autocommit=True) as conn:
-            rows = args.pending * 11
-            conn.execute(_LOAD, {"rows": rows, "done": rows - args.pending})
+        # One schema per side, each made by its own checkout, the same rows loaded into each.
+        urls = {side: server.create_user_schema(f"claimcpu_{side}") for side in sides}
+        rows = args.pending * 11
+        for side, url in urls.items():
+            _side(sides[side], url, 0, "prepare")
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(_LOAD, {"rows": rows, "done": rows - args.pending})
         results: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
         for number in range(args.rounds):
             order = list(sides) if number % 2 == 0 else list(reversed(sides))
             for side in order:
+                url = urls[side]
                 with psycopg.connect(url, autocommit=True) as conn:
                     conn.execute(_RESET)
                     rows = args.pending * 11
@@ -188,14 +195,16 @@ def _sqlite_main(sides: dict[str, Path], rounds: int, pending: int, claims: int)
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="claimcpu-") as tmp:
-        original = Path(tmp) / "queue.db"
-        _sqlite_queue(original, pending)
+        originals = {side: Path(tmp) / f"{side}.db" for side in sides}
+        for side, original in originals.items():  # each made by its own checkout
+            _side(sides[side], f"sqlite:///{original}", 0, "prepare")
+            _sqlite_queue(original, pending)
         results: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
         for number in range(rounds):
             order = list(sides) if number % 2 == 0 else list(reversed(sides))
             for side in order:
                 copy = Path(tmp) / f"{side}-{number}.db"
-                shutil.copyfile(original, copy)
+                shutil.copyfile(originals[side], copy)
                 results[side].append(_side(sides[side], str(copy), claims, "drain_sqlite"))
             print(f"round {number + 1}: " + json.dumps({s: results[s][-1] for s in sides}))
     _table(results)
