@@ -10,6 +10,11 @@ SELECT value FROM {table} WHERE table_id = %s AND key = %s
 SELECT value FROM {table}
 WHERE table_id = (SELECT id FROM {tables} WHERE name = %s) AND key = %s
 
+-- name: get_many_by_name
+-- The waiters' shared read of many rows (h40): the id from the catalog, named parameters.
+SELECT key, value FROM {table}
+WHERE table_id = (SELECT id FROM {tables} WHERE name = %(table)s) AND key = ANY(%(keys)s)
+
 -- name: delete
 DELETE FROM {table} WHERE table_id = %s AND key = %s RETURNING 1
 
