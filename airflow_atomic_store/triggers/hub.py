@@ -114,6 +114,11 @@ class Hub:
     def probes(self) -> list[SharedProbe]:
         return list(self._probes.values())
 
+    @property
+    def probe_keys(self) -> list[tuple[str, str]]:
+        """``("count", watch)`` and ``("rows", table)`` of the probes that have waiters."""
+        return list(self._probes)
+
     # -- joining -----------------------------------------------------------------------
 
     async def join_count(self, watch: Watch, interval: float) -> Waiter:

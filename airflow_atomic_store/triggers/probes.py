@@ -20,9 +20,12 @@ a re-arming clock) uses its own timeout.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
+#: Seconds at least between two reads of one probe while requests keep coming.
+MIN_GAP: Final = 0.01
 #: What :meth:`Waiter.observe` returns when its timeout passes with nothing new.
 NOTHING: Final = object()
 
@@ -99,6 +102,7 @@ class SharedProbe:
         self._intervals: dict[float, int] = {}
         self.error: BaseException | None = None
         self._requested = 0  # tickets: a read takes the newest at its start
+        self._last_join = 0  # the ticket the newest waiter needs
         self._finished = 0
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -107,6 +111,11 @@ class SharedProbe:
     @property
     def waiters(self) -> int:
         return sum(len(waiters) for waiters in self._waiters.values())
+
+    @property
+    def answered(self) -> bool:
+        """Every waiter has had a read that began after it joined."""
+        return self._finished >= self._last_join
 
     @property
     def running(self) -> bool:
@@ -126,6 +135,7 @@ class SharedProbe:
 
     def join(self, key: str, interval: float, left: Callable[[], None] | None = None) -> Waiter:
         waiter = Waiter(self, key, self._requested + 1, interval, left)
+        self._last_join = waiter.needs
         self._waiters.setdefault(key, set()).add(waiter)
         self._intervals[interval] = self._intervals.get(interval, 0) + 1
         self.request()  # its ticket: a read that begins after it joined
@@ -170,6 +180,7 @@ class SharedProbe:
                 ticket = self._requested
                 keys = frozenset(self._waiters)
                 self.reads += 1
+                started = time.monotonic()
                 try:
                     values = await self._read(keys)
                 except asyncio.CancelledError:
@@ -180,6 +191,10 @@ class SharedProbe:
                 else:
                     self._finished = ticket
                     self._publish(ticket, keys, values)
+                if self._finished < self._requested:
+                    # Writes keep coming: read at most half the time, so the writers (and
+                    # the loop) keep the other half; what arrives meanwhile joins the read.
+                    await asyncio.sleep(max(MIN_GAP, time.monotonic() - started))
                 continue
             self._wakeup.clear()
             try:

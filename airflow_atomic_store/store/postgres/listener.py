@@ -140,6 +140,17 @@ class PostgresReader:
             await connection.close()
 
     async def _fetch(self, statement: bytes, params: Any) -> list[Any]:
+        """Rows of a read; a connection found dead (terminated, idle-killed) is made again
+        and the read made once more on it (it changes nothing), before an outage is told."""
+        reused = self._connection is not None and not self._connection.closed
+        try:
+            return await self._fetch_once(statement, params)
+        except StoreUnavailableError:
+            if not reused:
+                raise
+        return await self._fetch_once(statement, params)
+
+    async def _fetch_once(self, statement: bytes, params: Any) -> list[Any]:
         try:
             connection = await self._connected()
             cursor = await connection.execute(statement, params)
