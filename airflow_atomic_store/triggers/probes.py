@@ -26,6 +26,8 @@ from typing import Any, Final
 
 #: Seconds at least between two reads of one probe while requests keep coming.
 MIN_GAP: Final = 0.01
+#: Waiters woken in one turn of the event loop (each then runs its trigger's step).
+WAKE_CHUNK: Final = 50
 #: What :meth:`Waiter.observe` returns when its timeout passes with nothing new.
 NOTHING: Final = object()
 
@@ -187,10 +189,10 @@ class SharedProbe:
                     raise
                 except Exception as exc:  # the waiters decide what an error means
                     self._finished = ticket
-                    self._fail(ticket, exc)
+                    await self._fail(ticket, exc)
                 else:
                     self._finished = ticket
-                    self._publish(ticket, keys, values)
+                    await self._publish(ticket, keys, values)
                 if self._finished < self._requested:
                     # Writes keep coming: read at most half the time, so the writers (and
                     # the loop) keep the other half; what arrives meanwhile joins the read.
@@ -202,20 +204,36 @@ class SharedProbe:
             except asyncio.TimeoutError:
                 self._requested += 1  # the poll
 
-    def _publish(self, ticket: int, keys: frozenset[str], values: Mapping[str, Any]) -> None:
+    async def _publish(self, ticket: int, keys: frozenset[str], values: Mapping[str, Any]) -> None:
         recovered, self.error = self.error is not None, None
+        woken = []
         for key in keys:
             value = values.get(key)
             changed = key not in self._values or self._values[key] != value
-            self._values[key] = value
-            for waiter in tuple(self._waiters.get(key, ())):
+            if changed:  # an unchanged value keeps its old object: the new one dies young
+                self._values[key] = value
+            for waiter in self._waiters.get(key, ()):
                 if waiter.needs <= ticket and (changed or recovered or not waiter.told):
-                    waiter.wake()
+                    woken.append(waiter)
+        await _wake(woken)
 
-    def _fail(self, ticket: int, exc: BaseException) -> None:
+    async def _fail(self, ticket: int, exc: BaseException) -> None:
         began = self.error is None or type(self.error) is not type(exc)
         self.error = exc
-        for waiters in tuple(self._waiters.values()):
-            for waiter in tuple(waiters):
-                if waiter.needs <= ticket and (began or not waiter.told):
-                    waiter.wake()
+        woken = [
+            waiter
+            for waiters in self._waiters.values()
+            for waiter in waiters
+            if waiter.needs <= ticket and (began or not waiter.told)
+        ]
+        await _wake(woken)
+
+
+async def _wake(waiters: list[Waiter]) -> None:
+    """Wake ``waiters`` a chunk at a time, letting the loop run between chunks: a
+    thousand waiters woken by one read would otherwise run in one turn of the loop."""
+    for start in range(0, len(waiters), WAKE_CHUNK):
+        if start:
+            await asyncio.sleep(0)
+        for waiter in waiters[start : start + WAKE_CHUNK]:
+            waiter.wake()
