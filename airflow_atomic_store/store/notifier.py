@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds without a notification after which the connection is pinged.
 PING_SECONDS: Final = 10.0
+#: Seconds a ping may take before the connection counts as lost.
+PING_TIMEOUT: Final = 5.0
 #: Reconnection backoff: the first pause, the cap, and the factor between steps.
 BACKOFF_FIRST: Final = 0.25
 BACKOFF_CAP: Final = 5.0
@@ -93,9 +95,8 @@ class Notifier:
         self._requests: list[tuple[Callable[[], Awaitable[Any]], asyncio.Future[Any]]] = []
         self._nudge = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._tried = False  # a connection was attempted: while down, subscribing waits for none
         self._healthy = False
-        self._lost = False  # connected once and lost since: wake everyone when back
+        self._lost = False  # a connection failed or was lost, and none made since
         self.reconnections = 0  # made after a loss (for tests and the benchmark)
 
     @property
@@ -120,8 +121,8 @@ class Notifier:
         self._start()
         if channel in self._listened and self._healthy:
             return
-        if self._tried and not self._healthy:
-            return
+        if self._lost and not self._healthy:
+            return  # down since a failure: the caller polls; listened to when back
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.setdefault(channel, []).append(waiter)
         self._nudge.set()
@@ -173,7 +174,6 @@ class Notifier:
     async def _run(self) -> None:
         while True:
             if not self._listener.connected:
-                self._tried = True
                 try:
                     await self._listener.connect()
                 except StoreUnavailableError as exc:
@@ -189,7 +189,7 @@ class Notifier:
                 if channels is None:
                     continue  # nudged: something to apply
                 if not channels:
-                    await self._listener.ping()
+                    await self._ping()
                 for channel in channels:
                     for callback in tuple(self._subscribers.get(channel, ())):
                         callback()
@@ -202,6 +202,14 @@ class Notifier:
                 await self._listener.close()
                 self._down(StoreUnavailableError(str(exc)))
                 await self._pause()
+
+    async def _ping(self) -> None:
+        """A round trip, bounded: a connection whose peer vanished without a word (no
+        reset) would otherwise hang until the operating system gives up on it."""
+        try:
+            await asyncio.wait_for(self._listener.ping(), PING_TIMEOUT)
+        except asyncio.TimeoutError:
+            raise StoreUnavailableError(f"no answer to a ping within {PING_TIMEOUT:g} s") from None
 
     async def _apply(self) -> None:
         """``LISTEN``/``UNLISTEN`` what the subscriptions changed; answer the queued asks."""

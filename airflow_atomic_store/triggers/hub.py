@@ -53,6 +53,8 @@ from airflow_atomic_store.triggers.probes import NOTHING, SharedProbe, Waiter
 #: compiled again: a set declared meanwhile serves the count within this time.
 COMPILE_SECONDS: Final = 30.0
 
+#: Seconds a shared read may take (queued behind the others on its connection included).
+READ_TIMEOUT: Final = 30.0
 #: Seconds a closing hub lets its probes' last reads end before closing their connection.
 CLOSE_SECONDS: Final = 5.0
 
@@ -179,6 +181,7 @@ class Hub:
             probe.when_stopped(lambda: self._stopping.discard(probe))
         if self._probes.get(probe_key) is probe:
             del self._probes[probe_key]
+            self._compiled.pop(probe_key[1], None)
             on_table = self._by_table.get(table, {})
             on_table.pop(probe_key, None)
             if not on_table:
@@ -268,7 +271,15 @@ class Hub:
         if self._reader_error is not None and time.monotonic() < self._reader_retry_at:
             raise self._reader_error.with_traceback(None)
         try:
-            result = await read()
+            try:
+                result = await asyncio.wait_for(read(), READ_TIMEOUT)
+            except asyncio.TimeoutError:
+                # A connection whose peer vanished without a word: made again next time.
+                if self._reader is not None:
+                    await self._reader.close()
+                raise StoreUnavailableError(
+                    f"a read did not answer within {READ_TIMEOUT:g} s"
+                ) from None
         except StoreUnavailableError as exc:
             self._reader_error = exc
             self._reader_retry_at = time.monotonic() + self._reader_backoff.next()

@@ -28,6 +28,7 @@ SCENARIOS = [
     "soak",
     "lifecycle",
     "delete",
+    "waiters",
 ]
 #: minutes each (a deployment, or Airflow's first ``dag.test()``): only under ATOMIC_STORE_LONG
 LONG_SCENARIOS = ["airflow", "deployed"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -174,20 +175,43 @@ def test_explain_claim_returns_the_databases_plan_as_text(contract_backend: Back
     assert contract_backend.count(_pending("q", 1000)).count == 2  # explaining claims nothing
 
 
-def test_notifications_when_offered_count_as_the_backend_does(
-    contract_backend: Backend, backend: str
+def test_get_many_reads_the_existing_rows_of_the_keys_in_one_call(
+    contract_backend: Backend,
 ) -> None:
+    assert contract_backend.get_many("q", ["a", "b"]) == {}  # nothing wrote "q" yet
+    contract_backend.put("q", "a", {"n": 1})
+    contract_backend.put("q", "c", {"n": 3})
+    contract_backend.put("other", "b", {"n": 2})
+    assert contract_backend.get_many("q", ["a", "b", "c", "d"]) == {"a": {"n": 1}, "c": {"n": 3}}
+    assert contract_backend.get_many("q", []) == {}
+
+
+def test_notifications_when_offered_read_as_the_backend_does(
+    contract_backend: Backend, backend: str, store_url: str
+) -> None:
+    """The capability's reader (the waiters' shared connection) counts and reads rows as
+    the backend itself does; each table has a channel of its own."""
     notifications = contract_backend.notifications()
     if backend == "sqlite":
         assert notifications is None  # no notifications: its triggers poll
         return
     assert notifications is not None
-    assert notifications.written_query("q") is not None  # nothing wrote "q" yet
+    assert notifications.channel("q") != notifications.channel("r")
     keys = _queue(contract_backend, "q", 3)
-    statement, params = notifications.count_query(_pending("q", 1000))
-    assert isinstance(statement, bytes) and isinstance(params, list)
-    assert contract_backend.count(_pending("q", 1000)) == Backlog(3, keys[0])
-    assert notifications.written_query("q") is None  # the id is known now
+
+    async def read() -> tuple[Backlog, dict[str, Any]]:
+        import psycopg
+
+        reader = notifications.reader(psycopg.conninfo.conninfo_to_dict(store_url))
+        try:
+            return await reader.count(_pending("q", 1000)), await reader.get_many("q", keys[:2])
+        finally:
+            await reader.close()
+
+    counted, rows = asyncio.run(read())
+    assert counted == contract_backend.count(_pending("q", 1000)) == Backlog(3, keys[0])
+    assert rows == contract_backend.get_many("q", keys[:2])
+    assert len(rows) == 2
 
 
 def test_snapshot_is_a_read_only_view_of_the_rows(contract_backend: Backend) -> None:

@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from airflow_atomic_store.store.postgres.backend import PostgresBackend
 
 
+#: Seconds a connection attempt may take unless the connection says otherwise: an
+#: unreachable host must not hold every waiter for the operating system's TCP timeout.
+CONNECT_TIMEOUT = 10
+
+
 class ListenerLost(StoreUnavailableError):
     """The listening connection could not be made, or was lost."""
 
@@ -33,7 +38,7 @@ class PostgresListener:
     """One ``psycopg.AsyncConnection`` in autocommit that ``LISTEN``s on many channels."""
 
     def __init__(self, connect_args: dict[str, Any]) -> None:
-        self._connect_args = connect_args
+        self._connect_args = {"connect_timeout": CONNECT_TIMEOUT, **connect_args}
         self._secrets = _secrets(connect_args)
         self._connection: psycopg.AsyncConnection[Any] | None = None
         #: Channels received but not yet handed out (kept across a cancelled wait).
@@ -119,7 +124,7 @@ class PostgresReader:
     """
 
     def __init__(self, connect_args: dict[str, Any], backend: PostgresBackend) -> None:
-        self._connect_args = connect_args
+        self._connect_args = {"connect_timeout": CONNECT_TIMEOUT, **connect_args}
         self._secrets = _secrets(connect_args)
         self._backend = backend
         self._connection: psycopg.AsyncConnection[Any] | None = None
