@@ -94,3 +94,9 @@ def test_the_import_reader_sees_lazy_relative_and_module_string_imports() -> Non
     )
     found = {module for _, module in _imported(source, ("devkit",))}
     assert found == {"json", "tests.support", "devkit.dagrun", "devkit", "bench.airflow_dispatch"}
+
+
+def test_the_triggers_ask_the_backend_and_import_no_driver() -> None:
+    """Waiting is a backend capability (``AtomicStore.notifications()``): the code that
+    waits knows no driver, so a new backend brings its listener without touching it."""
+    assert _imports_of("airflow_atomic_store/triggers", ("psycopg", "sqlite3", "aiosqlite")) == []

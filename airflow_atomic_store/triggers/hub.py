@@ -53,6 +53,8 @@ from airflow_atomic_store.triggers.probes import NOTHING, SharedProbe, Waiter
 #: compiled again: a set declared meanwhile serves the count within this time.
 COMPILE_SECONDS: Final = 30.0
 
+#: Seconds an Airflow connection, once looked up, serves the waits that start meanwhile.
+LOOKUP_SECONDS: Final = 5.0
 #: Seconds a shared read may take (queued behind the others on its connection included).
 READ_TIMEOUT: Final = 30.0
 #: Seconds a closing hub lets its probes' last reads end before closing their connection.
@@ -324,6 +326,9 @@ class Hub:
 _HUBS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Hub]] = (
     weakref.WeakKeyDictionary()
 )
+_LOOKUPS: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[str, tuple[float, asyncio.Future[Any]]]
+] = weakref.WeakKeyDictionary()
 _OPENING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Future[Hub]]] = (
     weakref.WeakKeyDictionary()
 )
@@ -377,6 +382,22 @@ async def _release(hub: Hub) -> None:
 
 
 async def _connection(conn_id: str) -> Any:
+    """The Airflow connection, looked up once per ``LOOKUP_SECONDS`` for all the waits
+    starting meanwhile: a thousand waits starting together looked it up a thousand
+    times (about a millisecond each, on the loop)."""
+    lookups = _LOOKUPS.setdefault(asyncio.get_running_loop(), {})
+    cached = lookups.get(conn_id)
+    if cached is None or time.monotonic() - cached[0] >= LOOKUP_SECONDS:
+        cached = lookups[conn_id] = (time.monotonic(), asyncio.ensure_future(_look_up(conn_id)))
+    try:
+        return await asyncio.shield(cached[1])
+    except BaseException:
+        if cached[1].done() and lookups.get(conn_id) is cached:
+            del lookups[conn_id]  # a failed lookup is not kept
+        raise
+
+
+async def _look_up(conn_id: str) -> Any:
     try:
         return await get_async_connection(conn_id)
     except Exception as exc:  # AirflowNotFoundException, whichever line it comes from
