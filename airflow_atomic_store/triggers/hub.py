@@ -327,7 +327,7 @@ _HUBS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Hub]] = (
     weakref.WeakKeyDictionary()
 )
 _LOOKUPS: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, dict[str, tuple[float, asyncio.Future[Any]]]
+    asyncio.AbstractEventLoop, dict[str, tuple[float, asyncio.Future[tuple[Any, str]]]]
 ] = weakref.WeakKeyDictionary()
 _OPENING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Future[Hub]]] = (
     weakref.WeakKeyDictionary()
@@ -350,8 +350,7 @@ def open_hubs() -> list[Hub]:
 
 
 async def _acquire(conn_id: str) -> Hub:
-    conn = await _connection(conn_id)
-    key = _target(conn)
+    conn, key = await _connection(conn_id)
     loop = asyncio.get_running_loop()
     hubs = _HUBS.setdefault(loop, {})
     opening = _OPENING.setdefault(loop, {})
@@ -381,8 +380,8 @@ async def _release(hub: Hub) -> None:
     await hub.close()
 
 
-async def _connection(conn_id: str) -> Any:
-    """The Airflow connection, looked up once per ``LOOKUP_SECONDS`` for all the waits
+async def _connection(conn_id: str) -> tuple[Any, str]:
+    """The Airflow connection and its target (:func:`_target`), looked up once per ``LOOKUP_SECONDS`` for all the waits
     starting meanwhile: a thousand waits starting together looked it up a thousand
     times (about a millisecond each, on the loop)."""
     lookups = _LOOKUPS.setdefault(asyncio.get_running_loop(), {})
@@ -397,13 +396,14 @@ async def _connection(conn_id: str) -> Any:
         raise
 
 
-async def _look_up(conn_id: str) -> Any:
+async def _look_up(conn_id: str) -> tuple[Any, str]:
     try:
-        return await get_async_connection(conn_id)
+        conn = await get_async_connection(conn_id)
     except Exception as exc:  # AirflowNotFoundException, whichever line it comes from
         if type(exc).__name__ != "AirflowNotFoundException":
             raise
         raise ConnectionConfigError(missing_connection_message(conn_id)) from exc
+    return conn, _target(conn)
 
 
 def _target(conn: Any) -> str:
