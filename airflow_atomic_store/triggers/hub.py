@@ -6,13 +6,13 @@ storage table) share a hub, opened by the first and closed after the last:
 
 * **one store** (:class:`~airflow_atomic_store.AtomicStore`), built once: its
   own connection reads the claimable sets' catalog when a watch's count is
-  compiled (once per watch every ``COMPILE_SECONDS``), and on SQLite runs the
-  polls;
+  compiled (once per watch every ``COMPILE_SECONDS``, closed again after), and on
+  SQLite runs the polls;
 * where the backend's writes notify (PostgreSQL), **one notifier** (one ``LISTEN``
   connection, ``store/notifier.py``) and **one reader** (one asynchronous
-  connection for every count and row read). So a triggerer holds three
-  connections per store however many wait: the listener, the reader and the
-  store's own;
+  connection for every count and row read). So a triggerer holds two
+  connections per store however many wait: the listener and the reader (and the
+  store's own for a few milliseconds when a watch is compiled);
 * **shared probes** (``probes.py``): one per watch (table, filter, order) for
   the counts, one per table for the awaited rows (every awaited key in one
   statement), woken by their table's notifications and polling every interval.
@@ -255,17 +255,24 @@ class Hub:
         now = time.monotonic()
         if compiled is not None and now - compiled[0] < COMPILE_SECONDS:
             return compiled[1]
-        selection = await self._in_thread(
-            self.store.watch_selection,
-            watch.table,
-            watch.where,
-            watch.match,
-            at_most=COUNT_CAP,
-            order_by=watch.order_by,
-            direction=watch.direction,
-        )
+        selection = await self._in_thread(self._compile, watch)
         self._compiled[identity] = (time.monotonic(), selection)
         return selection
+
+    def _compile(self, watch: Watch) -> Selection:
+        """In a thread. The store's connection is closed again: it is needed once per
+        watch every ``COMPILE_SECONDS``, so a waiting process holds two, not three."""
+        try:
+            return self.store.watch_selection(
+                watch.table,
+                watch.where,
+                watch.match,
+                at_most=COUNT_CAP,
+                order_by=watch.order_by,
+                direction=watch.direction,
+            )
+        finally:
+            self.store.close()  # opened again, lazily, by the next compilation
 
     async def _read(self, read: Callable[[], Awaitable[T]]) -> T:
         """A read on the reader, or the last outage's error while its backoff lasts: in an
