@@ -19,7 +19,7 @@ Which writes notify is the store's ``notify`` option (:data:`NOTIFY_MODES`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -101,8 +101,12 @@ class Reader(Protocol):
 
     async def count(self, selection: Selection) -> Backlog: ...
 
-    async def get_many(self, table: str, keys: Collection[str]) -> dict[str, dict[str, Any]]:
-        """The values of those of ``keys`` that exist, in one statement."""
+    async def get_changed(
+        self, table: str, seen: Mapping[str, str | None]
+    ) -> dict[str, tuple[dict[str, Any] | None, str | None]]:
+        """``(value, version)`` of each of ``seen``'s keys whose row's version is not the
+        one given (None: no row, or not read yet), in one statement; a row gone since
+        answers ``(None, None)``. A version changes with every write of the row."""
         ...
 
     async def close(self) -> None: ...

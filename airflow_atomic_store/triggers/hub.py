@@ -30,7 +30,7 @@ import hashlib
 import json
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Final, TypeVar
 
@@ -47,7 +47,7 @@ from airflow_atomic_store.store import AtomicStore
 from airflow_atomic_store.store.notifier import Backoff, Notifier
 from airflow_atomic_store.store.notify import Notifications, Reader
 from airflow_atomic_store.store.requests import Selection
-from airflow_atomic_store.triggers.probes import NOTHING, SharedProbe, Waiter
+from airflow_atomic_store.triggers.probes import NOTHING, Read, SharedProbe, Waiter
 
 #: Seconds a watch's compiled count (its claimable set chosen) is used before it is
 #: compiled again: a set declared meanwhile serves the count within this time.
@@ -129,17 +129,16 @@ class Hub:
         """A waiter on ``watch``'s count: ``(count, first key)`` values."""
         identity = watch.identity
 
-        async def read(keys: frozenset[str]) -> Mapping[str, Any]:
-            backlog = await self._count(identity, watch)
-            return {"": backlog}
+        async def read(keys: Mapping[str, str | None]) -> Mapping[str, tuple[Any, None]]:
+            return {"": (await self._count(identity, watch), None)}
 
         return await self._join(watch.table, ("count", identity), "", interval, read)
 
     async def join_row(self, table: str, key: str, interval: float) -> Waiter:
         """A waiter on one row of ``table``: its value (None while it does not exist)."""
 
-        async def read(keys: frozenset[str]) -> Mapping[str, Any]:
-            return await self._get_many(table, keys)
+        async def read(keys: Mapping[str, str | None]) -> Mapping[str, tuple[Any, Any]]:
+            return await self._rows(table, keys)
 
         return await self._join(table, ("rows", table), key, interval, read)
 
@@ -160,7 +159,7 @@ class Hub:
         probe_key: tuple[str, str],
         key: str,
         interval: float,
-        read: Callable[[frozenset[str]], Awaitable[Mapping[str, Any]]],
+        read: Read,
     ) -> Waiter:
         self._table_probes[table] = self._table_probes.get(table, 0) + 1
         try:
@@ -242,11 +241,17 @@ class Hub:
         counted = await self._read(lambda: reader.count(selection))
         return counted.count, counted.first
 
-    async def _get_many(self, table: str, keys: Collection[str]) -> Mapping[str, Any]:
+    async def _rows(
+        self, table: str, seen: Mapping[str, str | None]
+    ) -> Mapping[str, tuple[Any, str | None]]:
+        """The awaited rows that changed since they were last read (PostgreSQL: only
+        those, so a wake costs the rows it changed, not every awaited row); SQLite reads
+        them all, in a thread."""
         if self._reader is None:
-            return await self._in_thread(self.store.get_many, table, sorted(keys))
+            rows = await self._in_thread(self.store.get_many, table, sorted(seen))
+            return {key: (rows.get(key), None) for key in seen}
         reader = self._reader
-        return await self._read(lambda: reader.get_many(table, keys))
+        return await self._read(lambda: reader.get_changed(table, seen))
 
     async def _selection(self, identity: str, watch: Watch) -> Selection:
         """The watch's count, with its claimable set chosen (a catalog read): once per

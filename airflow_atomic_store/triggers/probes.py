@@ -31,7 +31,10 @@ WAKE_CHUNK: Final = 50
 #: What :meth:`Waiter.observe` returns when its timeout passes with nothing new.
 NOTHING: Final = object()
 
-Read = Callable[[frozenset[str]], Awaitable[Mapping[str, Any]]]
+#: A probe's read: given each key's version as last read (None: none yet), the
+#: ``(value, version)`` of every key whose version differs. A key left out kept its
+#: value; a read that knows no versions answers every key, with version None.
+Read = Callable[[Mapping[str, "str | None"]], Awaitable[Mapping[str, tuple[Any, "str | None"]]]]
 
 
 class Waiter:
@@ -101,6 +104,7 @@ class SharedProbe:
         self._on_empty = on_empty
         self._waiters: dict[str, set[Waiter]] = {}
         self._values: dict[str, Any] = {}
+        self._versions: dict[str, str | None] = {}
         self._intervals: dict[float, int] = {}
         self.error: BaseException | None = None
         self._requested = 0  # tickets: a read takes the newest at its start
@@ -151,6 +155,7 @@ class SharedProbe:
         if not waiters:
             del self._waiters[waiter.key]
             self._values.pop(waiter.key, None)
+            self._versions.pop(waiter.key, None)
         self._forget_interval(waiter.interval)
         if not self._waiters:
             # Not cancelled: a read in flight on the shared reader ends as it would (a
@@ -180,7 +185,7 @@ class SharedProbe:
         while self._waiters:
             if self._finished < self._requested:
                 ticket = self._requested
-                keys = frozenset(self._waiters)
+                keys = {key: self._versions.get(key) for key in self._waiters}
                 self.reads += 1
                 started = time.monotonic()
                 try:
@@ -204,12 +209,17 @@ class SharedProbe:
             except asyncio.TimeoutError:
                 self._requested += 1  # the poll
 
-    async def _publish(self, ticket: int, keys: frozenset[str], values: Mapping[str, Any]) -> None:
+    async def _publish(
+        self, ticket: int, keys: Mapping[str, str | None], values: Mapping[str, tuple[Any, Any]]
+    ) -> None:
         recovered, self.error = self.error is not None, None
         woken = []
         for key in keys:
-            value = values.get(key)
-            changed = key not in self._values or self._values[key] != value
+            if key in values:
+                value, self._versions[key] = values[key]
+                changed = key not in self._values or self._values[key] != value
+            else:  # its version did not move (or, never read, it has no row)
+                value, changed = None, key not in self._values
             if changed:  # an unchanged value keeps its old object: the new one dies young
                 self._values[key] = value
             for waiter in self._waiters.get(key, ()):

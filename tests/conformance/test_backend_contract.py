@@ -189,8 +189,9 @@ def test_get_many_reads_the_existing_rows_of_the_keys_in_one_call(
 def test_notifications_when_offered_read_as_the_backend_does(
     contract_backend: Backend, backend: str, store_url: str
 ) -> None:
-    """The capability's reader (the waiters' shared connection) counts and reads rows as
-    the backend itself does; each table has a channel of its own."""
+    """The capability's reader (the waiters' shared connection) counts as the backend
+    does, and reads the rows whose version moved since it last read them: a write moves
+    it (even one that writes the same value), a delete answers no value."""
     notifications = contract_backend.notifications()
     if backend == "sqlite":
         assert notifications is None  # no notifications: its triggers poll
@@ -199,19 +200,35 @@ def test_notifications_when_offered_read_as_the_backend_does(
     assert notifications.channel("q") != notifications.channel("r")
     keys = _queue(contract_backend, "q", 3)
 
-    async def read() -> tuple[Backlog, dict[str, Any]]:
+    async def read() -> list[Any]:
         import psycopg
 
         reader = notifications.reader(psycopg.conninfo.conninfo_to_dict(store_url))
         try:
-            return await reader.count(_pending("q", 1000)), await reader.get_many("q", keys[:2])
+            counted = await reader.count(_pending("q", 1000))
+            assert counted == contract_backend.count(_pending("q", 1000))
+            seen: list[Any] = [counted]
+            first = await reader.get_changed("q", {keys[0]: None, keys[1]: None, "nope": None})
+            seen.append(first)
+            versions = {key: version for key, (_, version) in first.items()}
+            seen.append(await reader.get_changed("q", versions))  # nothing moved
+            contract_backend.put("q", keys[0], {"status": "pending", "n": 0})  # the same value
+            contract_backend.delete("q", keys[1])
+            seen.append(await reader.get_changed("q", versions))
+            return seen
         finally:
             await reader.close()
 
-    counted, rows = asyncio.run(read())
-    assert counted == contract_backend.count(_pending("q", 1000)) == Backlog(3, keys[0])
-    assert rows == contract_backend.get_many("q", keys[:2])
-    assert len(rows) == 2
+    counted, first, unchanged, moved = asyncio.run(read())
+    assert counted == Backlog(3, keys[0])
+    assert {key: value for key, (value, _) in first.items()} == {
+        keys[0]: {"status": "pending", "n": 0},
+        keys[1]: {"status": "pending", "n": 0},
+    }
+    assert unchanged == {}
+    assert moved[keys[1]] == (None, None)
+    assert moved[keys[0]][0] == {"status": "pending", "n": 0}
+    assert moved[keys[0]][1] != first[keys[0]][1]
 
 
 def test_snapshot_is_a_read_only_view_of_the_rows(contract_backend: Backend) -> None:

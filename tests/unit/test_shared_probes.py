@@ -30,14 +30,14 @@ def test_a_burst_of_wakes_costs_a_read_or_two_and_every_waiter_sees_a_read_after
     None
 ):
     async def scenario() -> tuple[int, list[Any], list[Any]]:
-        reads: list[frozenset[str]] = []
+        reads: list[Mapping[str, str | None]] = []
         version = 0
 
-        async def read(keys: frozenset[str]) -> Mapping[str, Any]:
+        async def read(keys: Mapping[str, str | None]) -> Mapping[str, tuple[Any, None]]:
             reads.append(keys)
             seen = version
             await asyncio.sleep(0.01)
-            return {key: seen for key in keys}
+            return {key: (seen, None) for key in keys}
 
         probe = SharedProbe(read, on_empty=lambda _: None)
         waiters = [probe.join(f"k{n % 3}", 60.0) for n in range(30)]

@@ -19,7 +19,7 @@ ensured, errors translated) and a statement compiler (``statements.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -125,14 +125,19 @@ class PostgresBackend:
     def count_query(self, selection: Selection) -> tuple[bytes, list[Any]]:
         return self._selection("count", selection)
 
-    def get_many_query(self, table: str, keys: Collection[str]) -> tuple[bytes, dict[str, Any]]:
-        """By name: a reader runs it on its own connection, where no stale id is noticed."""
-        return self._sql.queries["get_many_by_name"], {"table": table, "keys": list(keys)}
+    def get_changed_query(
+        self, table: str, seen: Mapping[str, str | None]
+    ) -> tuple[bytes, dict[str, Any]]:
+        """By name: a reader runs it on its own connection, where no stale id is noticed.
+        A row's version is its ``xmin``: every write of the row makes a new one."""
+        params = {"table": table, "keys": list(seen), "seen": list(seen.values())}
+        return self._sql.queries["get_changed_by_name"], params
 
     def get_many(self, table: str, keys: Collection[str]) -> dict[str, dict[str, Any]]:
-        statement, params = self.get_many_query(table, keys)
+        params = {"table": table, "keys": list(keys)}
         with self._cursor(many_rows=True) as cur:
-            return {key: value for key, value in cur.execute(statement, params).fetchall()}
+            rows = cur.execute(self._sql.queries["get_many"], params).fetchall()
+        return {key: value for key, value in rows}
 
     def snapshot(self) -> AbstractContextManager[Snapshot]:
         """Read-only inspection queries in one transaction (``inspect.py``)."""

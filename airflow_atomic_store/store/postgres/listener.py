@@ -11,7 +11,7 @@ waits knows nothing of psycopg.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -119,7 +119,7 @@ class PostgresReader:
     """One ``psycopg.AsyncConnection`` in autocommit for the waiters' shared reads.
 
     Opened on the first read and again after it is lost, one attempt per read; the
-    statements are the backend's (``count_query``, ``get_many_query``), run as they
+    statements are the backend's (``count_query``, ``get_changed_query``), run as they
     are: each looks its table up by name.
     """
 
@@ -135,9 +135,12 @@ class PostgresReader:
         rows = await self._fetch(statement, params)
         return Backlog.from_row(rows[0] if rows else None)
 
-    async def get_many(self, table: str, keys: Collection[str]) -> dict[str, dict[str, Any]]:
-        statement, params = self._backend.get_many_query(table, keys)
-        return {key: value for key, value in await self._fetch(statement, params)}
+    async def get_changed(
+        self, table: str, seen: Mapping[str, str | None]
+    ) -> dict[str, tuple[dict[str, Any] | None, str | None]]:
+        statement, params = self._backend.get_changed_query(table, seen)
+        rows = await self._fetch(statement, params)
+        return {key: (value, version) for key, value, version in rows}
 
     async def close(self) -> None:
         connection, self._connection = self._connection, None
