@@ -19,7 +19,7 @@ delay from the commit of the write that satisfied it to its event (p50, p99,
 max), events that came before their write began (must be none), the loop's
 longest stall after start-up (a 10 ms heartbeat in the same loop), and the
 writer's time for its writes against the same writes with nobody waiting, run
-just before and just after (alternating, in the same process tree).
+three times just before and three times just after (medians; the same process tree).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
+import statistics
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -50,6 +51,8 @@ IDLE_SECONDS = {"full": 12.0, "quick": 6.0, "tiny": 2.0}
 #: Seconds every waiter has to wake once the writes are done.
 WAKE_LIMIT = 60.0
 POLL_INTERVAL = 2.0  # the operators' default
+#: The same writes with nobody waiting, this many times just before and just after.
+BASELINES = 3
 FREE = [{"field": "free", "operator": "equals", "value": True}]
 TAKEN = [{"field": "free", "operator": "equals", "value": False}]
 PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
@@ -334,14 +337,15 @@ def _measure(
     idle_seconds: float,
 ) -> dict[str, Any]:
     os.environ[f"AIRFLOW_CONN_{_CONN_ID.upper()}"] = url
-    before = _baseline(pool, url, kind, count, f"{backend}-{count}-before")
+    tag = f"{backend}-{count}"
+    before = [_baseline(pool, url, kind, count, f"{tag}-before-{n}") for n in range(BASELINES)]
     _reset(url, kind, count)
     result = asyncio.run(
         _run_waiters(url, backend, kind, count, pool, watch, idle_seconds, f"{backend}-{count}")
     )
-    after = _baseline(pool, url, kind, count, f"{backend}-{count}-after")
-    result["nobody_waiting_s"] = [before, after]
-    result["writer_ratio"] = result["writer_s"] / ((before + after) / 2)
+    after = [_baseline(pool, url, kind, count, f"{tag}-after-{n}") for n in range(BASELINES)]
+    result["nobody_waiting_s"] = [statistics.median(before), statistics.median(after)]
+    result["writer_ratio"] = result["writer_s"] / statistics.median([*before, *after])
     progress(
         f"waiters {backend} {kind} N={count}: woke {result['woken']}/{count}, "
         f"p50 {_ms(result['p50_ms'])} ms, p99 {_ms(result['p99_ms'])} ms, "
