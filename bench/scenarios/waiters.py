@@ -139,6 +139,19 @@ def _triggers(kind: str, count: int) -> list[Any]:
     return built
 
 
+class ServerCpu:
+    """The server's processes' CPU, and which of them are the waiters' (the role's)."""
+
+    def __init__(self, data_dir: Any, admin_url: str) -> None:
+        self.data_dir, self.admin_url = data_dir, admin_url
+
+    def cpu(self) -> dict[int, float]:
+        return server_cpu(self.data_dir)
+
+    def pids(self) -> set[int]:
+        return _role_pids(self.admin_url)
+
+
 class Heartbeat:
     """A 10 ms sleep in the waiters' loop: its longest gap is the loop's longest stall.
 
@@ -185,6 +198,7 @@ async def _run_waiters(
     watch: Callable[[], dict[str, Any]],
     idle_seconds: float,
     tag: str,
+    server: ServerCpu | None,
 ) -> dict[str, Any]:
     from airflow_atomic_store.triggers import hub
 
@@ -210,9 +224,14 @@ async def _run_waiters(
     idle = await asyncio.to_thread(watch)  # connections, another client, commits/s
     reads = _reads(hub.open_hubs()) - reads_before
     early = len(woken)
+    ours = await asyncio.to_thread(server.pids) if server else set()  # listener and reader
+    server_before = await asyncio.to_thread(server.cpu) if server else {}
+    cpu = time.process_time()
     times = await loop.run_in_executor(pool, write, url, kind, count, tag)
     writer_seconds = times[-1][1] - times[0][0]
     await asyncio.wait(tasks, timeout=WAKE_LIMIT)
+    cpu = time.process_time() - cpu
+    server_after = await asyncio.to_thread(server.cpu) if server else {}
     stall, stall_cpu, busiest = beat.longest, beat.longest_cpu, beat.busiest
     for task in tasks:
         task.cancel()
@@ -241,6 +260,12 @@ async def _run_waiters(
         "stall_cpu_ms": stall_cpu * 1000,
         "busiest_gap_cpu_ms": busiest * 1000,
         "writer_s": writer_seconds,
+        "waking_cpu_s": cpu,  # the waiters' process, from the first write to the last event
+        # the server's CPU meanwhile: the waiters' two backends, and all of it
+        "server_cpu_waiters_s": _spent(server_before, server_after, ours) if server else None,
+        "server_cpu_all_s": _spent(server_before, server_after, set(server_after))
+        if server
+        else None,
     }
 
 
@@ -318,13 +343,60 @@ def _sqlite_watch(idle_seconds: float) -> dict[str, Any]:
     }
 
 
+# -- where the CPU goes: the server's processes, read from /proc ---------------------------
+
+
+def server_cpu(data_dir: Any) -> dict[int, float]:
+    """CPU seconds so far of each process of the server (the postmaster's children)."""
+    from pathlib import Path
+
+    try:
+        postmaster = int(Path(data_dir, "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError):
+        return {}
+    tick = os.sysconf("SC_CLK_TCK")
+    seconds = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == postmaster:  # ppid
+            seconds[int(stat.parent.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return seconds
+
+
+def _role_pids(admin_url: str) -> set[int]:
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        rows = admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE usename = %s", (ROLE,)
+        ).fetchall()
+    return {int(row[0]) for row in rows}
+
+
+def _spent(before: dict[int, float], after: dict[int, float], pids: set[int]) -> float:
+    return sum(after[pid] - before.get(pid, 0.0) for pid in after if pid in pids)
+
+
 # -- the runs ------------------------------------------------------------------------------
 
 
-def _baseline(pool: ProcessPoolExecutor, url: str, kind: str, count: int, tag: str) -> float:
+def _baseline(
+    pool: ProcessPoolExecutor,
+    url: str,
+    kind: str,
+    count: int,
+    tag: str,
+    server: ServerCpu | None = None,
+) -> tuple[float, float | None]:
+    """The writes with nobody waiting: their time, and the server's CPU meanwhile."""
     _reset(url, kind, count)
+    before = server.cpu() if server else {}
     times = pool.submit(write, url, kind, count, tag).result()
-    return times[-1][1] - times[0][0]
+    after = server.cpu() if server else {}
+    return times[-1][1] - times[0][0], _spent(before, after, set(after)) if server else None
 
 
 def _measure(
@@ -335,23 +407,35 @@ def _measure(
     pool: ProcessPoolExecutor,
     watch: Callable[[], dict[str, Any]],
     idle_seconds: float,
+    server: ServerCpu | None,
 ) -> dict[str, Any]:
     os.environ[f"AIRFLOW_CONN_{_CONN_ID.upper()}"] = url
     tag = f"{backend}-{count}"
-    before = [_baseline(pool, url, kind, count, f"{tag}-before-{n}") for n in range(BASELINES)]
+    before = [
+        _baseline(pool, url, kind, count, f"{tag}-before-{n}", server) for n in range(BASELINES)
+    ]
     _reset(url, kind, count)
     result = asyncio.run(
-        _run_waiters(url, backend, kind, count, pool, watch, idle_seconds, f"{backend}-{count}")
+        _run_waiters(
+            url, backend, kind, count, pool, watch, idle_seconds, f"{backend}-{count}", server
+        )
     )
-    after = [_baseline(pool, url, kind, count, f"{tag}-after-{n}") for n in range(BASELINES)]
-    result["nobody_waiting_s"] = [statistics.median(before), statistics.median(after)]
-    result["writer_ratio"] = result["writer_s"] / statistics.median([*before, *after])
+    after = [
+        _baseline(pool, url, kind, count, f"{tag}-after-{n}", server) for n in range(BASELINES)
+    ]
+    seconds = [s for s, _ in before], [s for s, _ in after]
+    result["nobody_waiting_s"] = [statistics.median(seconds[0]), statistics.median(seconds[1])]
+    result["writer_ratio"] = result["writer_s"] / statistics.median([*seconds[0], *seconds[1]])
+    alone = [cpu for _, cpu in [*before, *after] if cpu is not None]
+    result["server_cpu_nobody_waiting_s"] = statistics.median(alone) if alone else None
     progress(
         f"waiters {backend} {kind} N={count}: woke {result['woken']}/{count}, "
         f"p50 {_ms(result['p50_ms'])} ms, p99 {_ms(result['p99_ms'])} ms, "
         f"connections {result['connections']}, stall {result['stall_ms']:.0f} ms "
         f"(CPU {result['stall_cpu_ms']:.0f} ms, busiest {result['busiest_gap_cpu_ms']:.0f} ms), "
-        f"writer x{result['writer_ratio']:.2f}"
+        f"writer x{result['writer_ratio']:.2f}, waking CPU {result['waking_cpu_s']:.2f} s, "
+        f"server CPU {result['server_cpu_all_s']} s (waiters' "
+        f"{result['server_cpu_waiters_s']}), nobody waiting {result['server_cpu_nobody_waiting_s']}"
     )
     return result
 
@@ -373,19 +457,21 @@ def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[st
         server.execute(f"ALTER DATABASE waiters OWNER TO {ROLE}")
         role_url = server.url.replace("postgres@", f"{ROLE}@", 1)
         pool.submit(time.sleep, 0).result()  # the writer process started
-        backends: list[tuple[str, str, Callable[[], dict[str, Any]]]] = [
+        cpu = ServerCpu(server.data_dir, server.url)
+        backends: list[tuple[str, str, Callable[[], dict[str, Any]], ServerCpu | None]] = [
             (
                 "postgres",
                 role_url,
                 lambda: _postgres_watch(server.url, role_url, idle_seconds),
+                cpu,
             ),
-            ("sqlite", env.sqlite_url("waiters"), lambda: _sqlite_watch(idle_seconds)),
+            ("sqlite", env.sqlite_url("waiters"), lambda: _sqlite_watch(idle_seconds), None),
         ]
-        for backend, url, watch in backends:
+        for backend, url, watch, on in backends:
             for kind in ("update", "claim"):
                 _baseline(pool, url, kind, max(counts), f"{backend}-warm-up")  # first writes
                 for count in counts:
-                    rows.append(_measure(url, backend, kind, count, pool, watch, idle_seconds))
+                    rows.append(_measure(url, backend, kind, count, pool, watch, idle_seconds, on))
     return {
         "rows": rows,
         "poll_interval": POLL_INTERVAL,
@@ -398,6 +484,10 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:,.0f}" if value >= 10 else f"{value:.1f}"
 
 
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f} s"
+
+
 def section(data: dict[str, Any]) -> str:
     lines = [
         f"N deferred waits in one event loop, as the triggerer runs them (operators' "
@@ -407,8 +497,10 @@ def section(data: dict[str, Any]) -> str:
         "",
         "| backend | waits | N | connections | another client | idle commits/s | shared reads/s "
         "| woken | before its write | p50 / p99 / max (ms) | longest stall after start-up "
-        "(its CPU) | most CPU in one gap | writer: waited / nobody waiting |",
-        "|---|---|---:|---:|---|---:|---:|---|---:|---|---:|---:|---|",
+        "(its CPU) | writer: with waits / nobody waiting (medians before, after) "
+        "| CPU while waking: waiters' process, their backends | server CPU for the writes: "
+        "with waits / nobody waiting |",
+        "|---|---|---:|---:|---|---:|---:|---|---:|---|---:|---|---|---|",
     ]
     for row in data["rows"]:
         commits = row["idle_commits_per_s"]
@@ -421,7 +513,9 @@ def section(data: dict[str, Any]) -> str:
             f"| {row['before_their_write']} "
             f"| {_ms(row['p50_ms'])} / {_ms(row['p99_ms'])} / {_ms(row['max_ms'])} "
             f"| {row['stall_ms']:.0f} ms ({row['stall_cpu_ms']:.0f} ms) "
-            f"| {row['busiest_gap_cpu_ms']:.0f} ms | {row['writer_s']:.2f} s / {before:.2f}, {after:.2f} s "
-            f"({row['writer_ratio']:.2f}x) |"
+            f"| {row['writer_s']:.2f} s / {before:.2f}, {after:.2f} s ({row['writer_ratio']:.2f}x) "
+            f"| {_seconds(row['waking_cpu_s'])}, {_seconds(row.get('server_cpu_waiters_s'))} "
+            f"| {_seconds(row.get('server_cpu_all_s'))} / "
+            f"{_seconds(row.get('server_cpu_nobody_waiting_s'))} |"
         )
     return "\n".join(lines) + "\n"
