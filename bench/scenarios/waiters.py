@@ -263,9 +263,7 @@ async def _run_waiters(
         "waking_cpu_s": cpu,  # the waiters' process, from the first write to the last event
         # the server's CPU meanwhile: the waiters' two backends, and all of it
         "server_cpu_waiters_s": _spent(server_before, server_after, ours) if server else None,
-        "server_cpu_all_s": _spent(server_before, server_after, set(server_after))
-        if server
-        else None,
+        "server_cpu_all_s": _spent(server_before, server_after, None) if server else None,
     }
 
 
@@ -347,7 +345,9 @@ def _sqlite_watch(idle_seconds: float) -> dict[str, Any]:
 
 
 def server_cpu(data_dir: Any) -> dict[int, float]:
-    """CPU seconds so far of each process of the server (the postmaster's children)."""
+    """CPU seconds so far of each live process of the server (the postmaster's children),
+    and under 0 the postmaster's own with its reaped children's (a backend that exited,
+    as a writer's does when it disconnects): their sum grows by what the server spent."""
     from pathlib import Path
 
     try:
@@ -361,8 +361,11 @@ def server_cpu(data_dir: Any) -> dict[int, float]:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[1]) == postmaster:  # ppid
-            seconds[int(stat.parent.name)] = (int(fields[11]) + int(fields[12])) / tick
+        pid = int(stat.parent.name)
+        if pid == postmaster:  # utime, stime, cutime, cstime
+            seconds[0] = sum(int(f) for f in fields[11:15]) / tick
+        elif int(fields[1]) == postmaster:  # ppid
+            seconds[pid] = (int(fields[11]) + int(fields[12])) / tick
     return seconds
 
 
@@ -376,7 +379,10 @@ def _role_pids(admin_url: str) -> set[int]:
     return {int(row[0]) for row in rows}
 
 
-def _spent(before: dict[int, float], after: dict[int, float], pids: set[int]) -> float:
+def _spent(before: dict[int, float], after: dict[int, float], pids: set[int] | None) -> float:
+    """CPU seconds spent between the snapshots by ``pids`` (None: by the whole server)."""
+    if pids is None:
+        return sum(after.values()) - sum(before.values())
     return sum(after[pid] - before.get(pid, 0.0) for pid in after if pid in pids)
 
 
@@ -396,7 +402,7 @@ def _baseline(
     before = server.cpu() if server else {}
     times = pool.submit(write, url, kind, count, tag).result()
     after = server.cpu() if server else {}
-    return times[-1][1] - times[0][0], _spent(before, after, set(after)) if server else None
+    return times[-1][1] - times[0][0], _spent(before, after, None) if server else None
 
 
 def _measure(
@@ -434,8 +440,9 @@ def _measure(
         f"connections {result['connections']}, stall {result['stall_ms']:.0f} ms "
         f"(CPU {result['stall_cpu_ms']:.0f} ms, busiest {result['busiest_gap_cpu_ms']:.0f} ms), "
         f"writer x{result['writer_ratio']:.2f}, waking CPU {result['waking_cpu_s']:.2f} s, "
-        f"server CPU {result['server_cpu_all_s']} s (waiters' "
-        f"{result['server_cpu_waiters_s']}), nobody waiting {result['server_cpu_nobody_waiting_s']}"
+        f"server CPU {_seconds(result['server_cpu_all_s'])} (waiters' backends "
+        f"{_seconds(result['server_cpu_waiters_s'])}), nobody waiting "
+        f"{_seconds(result['server_cpu_nobody_waiting_s'])}"
     )
     return result
 
