@@ -41,8 +41,8 @@ from airflow_atomic_store.store.receipts import (
     DEFAULT_RETENTION_SECONDS,
     PURGE_BATCH,
     PURGE_EVERY,
-    Primitive,
     Receipt,
+    Use,
     parse_idempotency_key,
     parse_retention,
 )
@@ -234,7 +234,8 @@ class AtomicStore:
         )
         claim_mode = parse_claim_mode(mode)
         parsed, written = claim_mutations(claim_mode, mutations, execution_id, conditions)
-        receipt = self._receipt(idempotency_key, "claim", table, "")
+        use: Use = "delete-claim" if claim_mode == "delete" else "claim"
+        receipt = self._receipt(idempotency_key, use, table, "")
         selection = Selection(table, conditions, match_mode, ordering, count)
         result = self._claims.run(ClaimRequest(selection, parsed, receipt, claim_mode), written)
         claimed: list[dict[str, Any]]
@@ -334,7 +335,7 @@ class AtomicStore:
         return self._receipt_retention
 
     def _receipt(
-        self, idempotency_key: str | None, primitive: Primitive, table: str, target: str
+        self, idempotency_key: str | None, primitive: Use, table: str, target: str
     ) -> Receipt | None:
         """The receipt a keyed call records; every so often, expired receipts go first."""
         if idempotency_key is None:
@@ -353,6 +354,18 @@ class AtomicStore:
         return self._backend.snapshot()
 
     # -- lifecycle -----------------------------------------------------------
+
+    def migrate(self) -> dict[str, Any]:
+        """Bring the store's schema to this release's version now, and say what was done.
+
+        Any first call does the same; this is for deployments whose workers may not
+        alter the store's tables: the owner migrates once (``airflow atomic-store
+        migrate`` calls this). Returns ``storage_table``, ``version_before`` (None:
+        the store was created now), ``version`` and the steps ``applied``.
+        Raises :class:`~airflow_atomic_store.exceptions.SchemaVersionError` for a
+        store newer than this release, or one this role may not migrate.
+        """
+        return self._backend.migrate().to_dict()
 
     def close(self) -> None:
         self._backend.close()

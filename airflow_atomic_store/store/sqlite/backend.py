@@ -23,6 +23,7 @@ from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.spec.values import dumps
 from airflow_atomic_store.store.backend import Notifications, check_storage_table
 from airflow_atomic_store.store.claim_sets import BuildRequest, StoredSet
+from airflow_atomic_store.store.migrations import Migrated
 from airflow_atomic_store.store.requests import (
     Backlog,
     Claimed,
@@ -57,6 +58,9 @@ def path_from_url(url: str) -> str:
 
 class SqliteBackend:
     """Runs each primitive in one write transaction on a single lazily-opened connection."""
+
+    #: One writer at a time: a claim waits for a held row, never steps past it.
+    skips_held_rows = False
 
     def __init__(
         self,
@@ -272,6 +276,9 @@ class SqliteBackend:
             return connection.execute(
                 self._sql.statement("purge_receipts"), (timestamps.now(), limit)
             ).rowcount
+
+    def migrate(self) -> Migrated:
+        return self.connection.migrate()
 
     def close(self) -> None:
         self.connection.close()
