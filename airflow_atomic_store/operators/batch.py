@@ -11,7 +11,8 @@ function once per row so that each row gets its own outcome:
   DAG run) and ``status: in_flight``: ``done`` with ``finishedAt`` (what
   ``retire`` reads), or ``failed`` with the ``error`` and ``finishedAt`` (the
   dead-letter list). A row another run took over (stale-claim recovery) is left
-  alone;
+  alone. Done rows are written together, one ``atomic_update_many`` for up to 100
+  of them (and at least every 5 seconds), not one update per row;
 * one failing row fails neither the others nor the task; a retried task skips
   the rows its earlier tries finished;
 * the result counts the batch's rows by outcome.
@@ -20,8 +21,8 @@ With ``mode="delete"`` the rows leave the table when claimed; their outcomes go 
 ``outcomes_table`` (keyed ``<task instance key>/<row key>``), which a retry reads to
 skip them; a failed row's outcome keeps its value, since the queue no longer does.
 Per row, calling the function is at least once (a try that dies between the call
-and the outcome's write calls it again): keep the recipes' process-once guard
-around side effects.
+and the outcome's write calls it again, for the rows finished since the last group
+was written): keep the recipes' process-once guard around side effects.
 
 A delete-claim cannot be undone, so everything the batch will need is checked
 before it (:class:`_Outcomes`): the mode, the tables, the outcomes table, the
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import time
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
@@ -57,6 +59,9 @@ if TYPE_CHECKING:
 _DEFAULTS = store_defaults("atomic_claim")
 #: How much of a row's error message its outcome keeps.
 ERROR_CHARS = 2000
+#: Finished rows recorded in one call at most, and the longest they wait for it.
+FLUSH_ROWS = 100
+FLUSH_SECONDS = 5.0
 _FINISHED = ("done", "failed")
 #: A stand-in for the row when the function's signature is checked before the claim.
 _ANY_ROW: Mapping[str, Any] = MappingProxyType({"key": "", "value": {}})
@@ -132,11 +137,13 @@ class AtomicBatchOperator(BaseAtomicOperator):
             execution_id=atomic.execution_id,
             idempotency_key=idempotency_key,
         )
-        counts = {"done": 0, "failed": 0, "skipped": 0}
+        # A fresh claim (not a replay) has no row an earlier try finished: no lookups.
+        outcomes.replayed = bool(claimed.get("replayed"))
         for row in claimed["claimed"]:
-            outcome = outcomes.recorded(row) or outcomes.record(row, self._call(row, kwargs))
-            counts[outcome] += 1
-        return {"claimed": claimed["count"], **counts}
+            if not outcomes.recorded(row):
+                outcomes.record(row, self._call(row, kwargs))
+        outcomes.flush()
+        return {"claimed": claimed["count"], **outcomes.counts}
 
     def _row_call_kwargs(self, context: Context) -> Mapping[str, Any]:
         """The keyword arguments of every row's call, worked out once, before the claim.
@@ -191,6 +198,13 @@ class _Outcomes:
 
     Made before the claim, from the operator's rendered arguments: every check that
     could fail is made here, so that none can fail after a delete-claim committed.
+
+    Finished rows are written a group at a time (one ``atomic_update_many``, or one
+    ``atomic_upsert_many`` of outcomes), at the end of the batch and every
+    :data:`FLUSH_ROWS` rows or :data:`FLUSH_SECONDS`, whichever comes first: a try that
+    dies calls the function again for at most those rows (the recipes' process-once
+    guard covers their side effects). A failed row's outcome, with its own error, is
+    written on the row at once.
     """
 
     def __init__(
@@ -205,22 +219,36 @@ class _Outcomes:
         self._outcomes = _outcomes_table(self._table, given) if needed else ""
         self._prefix = key or owner
         check_text(self._prefix, "idempotency_key" if key else "execution_id", "outcome keys")
+        #: whether the claim replayed an earlier try's batch (set once it is made)
+        self.replayed = True
+        self._done: list[str] = []  # mark mode: rows finished since the last flush
+        self._items: list[dict[str, Any]] = []  # delete mode: outcomes since then
+        self._flushed_at = time.monotonic()
+        self.counts = {"done": 0, "failed": 0, "skipped": 0}
 
     def key(self, row: Mapping[str, Any]) -> str:
         return outcome_key(self._prefix, row["key"])
 
-    def recorded(self, row: Mapping[str, Any]) -> str | None:
-        """The row's outcome if an earlier try finished it ("skipped": another run's now)."""
+    def recorded(self, row: Mapping[str, Any]) -> bool:
+        """Count the row's outcome if an earlier try finished it ("skipped": another run's
+        now). Only a replayed batch can have such rows: a fresh one is not looked up."""
+        if not self.replayed:
+            return False
         if self._deleting:
             value = self._hook.get(self._outcomes, self.key(row))
-            return None if value is None else str(value.get("status"))
-        value = self._hook.get(self._table, row["key"])
-        if value is None or value.get("claimedBy") != self._owner:
-            return "skipped"
-        status = value.get("status")
-        return str(status) if status in _FINISHED else None
+            outcome = None if value is None else str(value.get("status"))
+        else:
+            value = self._hook.get(self._table, row["key"])
+            if value is None or value.get("claimedBy") != self._owner:
+                outcome = "skipped"
+            else:
+                status = value.get("status")
+                outcome = str(status) if status in _FINISHED else None
+        if outcome is not None:
+            self.counts[outcome] += 1
+        return outcome is not None
 
-    def record(self, row: Mapping[str, Any], error: str | None) -> str:
+    def record(self, row: Mapping[str, Any], error: str | None) -> None:
         status = "done" if error is None else "failed"
         fields = {"status": status, "finishedAt": timestamps.now()}
         if error is not None:
@@ -229,23 +257,47 @@ class _Outcomes:
             # The row is gone from the queue: a failed one keeps its value here, so the
             # dead-letter list can be re-queued (a mark-mode row keeps it on itself).
             kept = {} if error is None else {"value": row["value"]}
-            self._hook.atomic_upsert(
-                self._outcomes, self.key(row), insert_value={"row": row["key"], **fields, **kept}
+            value = {"row": row["key"], **fields, **kept}
+            self._items.append({"key": self.key(row), "insert_value": value})
+            self.counts[status] += 1
+        elif error is None:
+            self._done.append(row["key"])
+        else:
+            failed = self._hook.atomic_update(
+                self._table, row["key"], where=self._still_ours(), mutations=_sets(fields)
             )
-            return status
-        updated = self._hook.atomic_update(
-            self._table,
-            row["key"],
-            where=[
-                {"field": "claimedBy", "operator": "equals", "value": self._owner},
-                {"field": "status", "operator": "equals", "value": "in_flight"},
-            ],
-            mutations=[
-                {"field": name, "operation": "set", "value": value}
-                for name, value in fields.items()
-            ],
-        )
-        return status if updated["updated"] else "skipped"
+            self.counts["failed" if failed["updated"] else "skipped"] += 1
+        if len(self._done) + len(self._items) >= FLUSH_ROWS or (
+            time.monotonic() - self._flushed_at >= FLUSH_SECONDS
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the rows finished since the last flush, in one call."""
+        if self._items:
+            self._hook.atomic_upsert_many(self._outcomes, self._items)
+        if self._done:
+            finished = self._hook.atomic_update_many(
+                self._table,
+                self._done,
+                where=self._still_ours(),
+                mutations=_sets({"status": "done", "finishedAt": timestamps.now()}),
+            )
+            self.counts["done"] += finished["updated"]
+            self.counts["skipped"] += len(self._done) - finished["updated"]
+        self._done, self._items = [], []
+        self._flushed_at = time.monotonic()
+
+    def _still_ours(self) -> list[dict[str, Any]]:
+        """A row another run took over (stale-claim recovery) is left alone."""
+        return [
+            {"field": "claimedBy", "operator": "equals", "value": self._owner},
+            {"field": "status", "operator": "equals", "value": "in_flight"},
+        ]
+
+
+def _sets(fields: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"field": name, "operation": "set", "value": value} for name, value in fields.items()]
 
 
 def _outcomes_table(table: str, given: object) -> str:

@@ -25,8 +25,12 @@ from airflow_atomic_store.store.requests import (
     Row,
     Selection,
     Updated,
+    UpdatedMany,
+    UpdateManyRequest,
     UpdateRequest,
     Upserted,
+    UpsertedMany,
+    UpsertManyRequest,
     UpsertRequest,
 )
 from airflow_atomic_store.store.snapshot import Snapshot
@@ -168,3 +172,15 @@ class Backend(SetStorage, Protocol):
         ...
 
     def close(self) -> None: ...
+
+    # -- many rows per call (issue 42) ----------------------------------------------------
+
+    def upsert_many(self, request: UpsertManyRequest) -> UpsertedMany:
+        """Every item upserted, or none (one statement or transaction); with a receipt,
+        at most once per key, a repeat answering the recorded keys, ``replayed``."""
+        ...
+
+    def update_many(self, request: UpdateManyRequest) -> UpdatedMany:
+        """Each key's row that exists and satisfies ``where`` gets the mutations (or moves
+        to ``archive_table`` with them), all or none; rows locked in key order."""
+        ...

@@ -17,13 +17,13 @@ from typing import Literal
 from airflow_atomic_store.exceptions import IdempotencyKeyError, ResultTooLargeError, SpecError
 from airflow_atomic_store.spec import check_text
 
-Primitive = Literal["update", "claim", "upsert"]
+Primitive = Literal["update", "claim", "upsert", "upsert_many", "update_many"]
 #: What a receipt records as its use: the primitive, and for a claim its mode.
 #: A mark-claim records "claim" (as receipts always have); a delete-claim records
 #: "delete-claim", so a key reused across modes is refused: a replayed mark batch
 #: is still in the table (``in_flight``), a replayed delete batch is gone from it.
 #: Text in the existing ``primitive`` column: no schema change.
-Use = Literal["update", "claim", "delete-claim", "upsert"]
+Use = Literal["update", "claim", "delete-claim", "upsert", "upsert_many", "update_many"]
 
 #: Long enough to outlive Airflow's retry windows many times over (retries with
 #: exponential back-off, a task cleared and re-run the next day).
