@@ -18,8 +18,8 @@ from airflow.triggers.base import TriggerEvent
 
 from airflow_atomic_store import AtomicStore
 from airflow_atomic_store.triggers import ClaimableRowsTrigger
+from devkit import late_writer
 from devkit.postgres_server import PostgresServer
-from tests.support import late_writer
 from tests.support.specs import PENDING
 from tests.support.trigger_events import Events, rows_trigger
 
