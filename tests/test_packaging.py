@@ -58,7 +58,7 @@ def _run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = tmp_path_factory.mktemp("source")
-    ignore = shutil.ignore_patterns("__pycache__", "*.py[cod]", "*.egg-info")
+    ignore = shutil.ignore_patterns("__pycache__", "*.py[cod]", "*.egg-info", "node_modules")
     for name in [*BUILD_INPUTS, *DEVELOPMENT_ONLY]:
         path = ROOT / name
         if path.is_dir():
