@@ -20,7 +20,7 @@ export interface Activity {
 
 const WIDTH = 640;
 const LEFT = 56;
-const RIGHT = 56;
+const RIGHT = 64;
 const TOP = 12;
 const BOTTOM = 112;
 const BAR = "var(--chakra-colors-green-500, #38a169)";
@@ -46,6 +46,9 @@ export function ActivityChart({ id, title, activity }: { id: string; title: stri
       <figcaption style={{ fontSize: 14, fontWeight: 600 }}>
         {title}: <span id={`${id}-finished`}>{finished}</span> finished, backlog now{" "}
         <span id={`${id}-backlog`}>{backlog}</span>
+        <span style={{ fontWeight: 400, color: colors.muted }}>
+          {" "}(bars: finished per minute, left scale; line: backlog, right scale)
+        </span>
       </figcaption>
       <svg id={id} role="img" aria-label={`${title}: items finished per minute and the backlog`}
         width={WIDTH} height={BOTTOM + 22} viewBox={`0 0 ${WIDTH} ${BOTTOM + 22}`}>
@@ -61,7 +64,7 @@ export function ActivityChart({ id, title, activity }: { id: string; title: stri
         })}
         <polyline className="backlog" points={line} fill="none" stroke={LINE} strokeWidth={1.5} />
         <text x={LEFT - 6} y={TOP + 4} textAnchor="end" {...axis}>{Number(mostRate.toPrecision(3))}/min</text>
-        <text x={WIDTH - RIGHT + 6} y={TOP + 4} {...axis} fill={LINE}>{mostBacklog} queued</text>
+        <text x={WIDTH - RIGHT + 6} y={TOP + 4} {...axis} fill={LINE}>{mostBacklog}</text>
         <text x={LEFT} y={BOTTOM + 16} {...axis}>{points.length ? formatMoment(points[0].start) : ""}</text>
         <text x={WIDTH - RIGHT} y={BOTTOM + 16} textAnchor="end" {...axis}>now</text>
       </svg>

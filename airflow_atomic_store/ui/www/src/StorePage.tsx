@@ -176,10 +176,10 @@ function TableView({ conn, table }: { conn: string; table: string }) {
                   { title: "Rows", cell: ([, count]) => count, numeric: true },
                   {
                     title: "",
-                    cell: ([, count]) => (
+                    cell: ([status, count]) => (
                       <svg width={160} height={10} aria-hidden="true">
                         <rect className="status-bar" width={(160 * count) / most} height={10} rx={2}
-                          fill="var(--chakra-colors-blue-400, #4299e1)" />
+                          fill={`var(--chakra-colors-${STATUS_TONES[status] ?? "gray"}-500, #718096)`} />
                       </svg>
                     ),
                   },
