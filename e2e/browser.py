@@ -241,6 +241,11 @@ class Page:
         )
         self.session.refresh()
 
+    def scroll_to(self, element_id: str) -> None:
+        self.session.execute_script(
+            "document.getElementById(arguments[0]).scrollIntoView()", element_id
+        )
+
     def colour_of(self, element_id: str) -> str:
         return str(
             self.session.execute_script(
@@ -508,12 +513,14 @@ def check_native_pages(
         figures_between(shown, before, after)
         chart_between(shown, before, after)
         light = page.colour_of("rows")
+        page.scroll_to("stats-section")  # the screenshots show the queue: counts and charts
         session.save_screenshot(str(shots / "atomic-store-native-light.png"))
         page.dark(True)
         page.press(conn_id, then="tables")
         page.press(table, then="status-counts")
         page.wait_for("#activity-hour rect.finished", CHART_BARS["activity-hour"])
         dark = page.colour_of("rows")
+        page.scroll_to("stats-section")
         session.save_screenshot(str(shots / "atomic-store-native-dark.png"))
         if dark == light:
             raise checks.CheckFailed(f"the page kept its colour ({light}) in the dark mode")

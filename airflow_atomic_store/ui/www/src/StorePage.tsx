@@ -93,28 +93,30 @@ export function StorePage() {
         Queues, claims, leases and buckets of the store connections your role may read; nothing here writes.
       </Text>
       {connections.error && <Alert id="error">{connections.error}</Alert>}
-      {connections.data && (
-        <Section id="connections-section">
-          <Heading level={3}>Connections</Heading>
-          {connections.data.connections.length === 0 ? (
-            <Text id="no-connections">No store connection you may read is defined.</Text>
-          ) : (
-            <DataTable
-              id="connections"
-              rows={connections.data.connections}
-              rowKey={(c) => c.conn_id}
-              rowData={(c) => ({ conn: c.conn_id })}
-              columns={[
-                { title: "Connection", cell: (c) => <Button plain onClick={() => choose(c.conn_id)}>{c.conn_id}</Button> },
-                { title: "Type", cell: (c) => c.conn_type },
-                { title: "Where", cell: (c) => c.location },
-                { title: "Defined in", cell: (c) => c.source },
-              ]}
-            />
-          )}
-        </Section>
-      )}
-      {conn && <Tables conn={conn} chosen={table} onChoose={setTable} />}
+      <div style={{ display: "flex", gap: 48, flexWrap: "wrap", alignItems: "flex-start" }}>
+        {connections.data && (
+          <Section id="connections-section">
+            <Heading level={3}>Connections</Heading>
+            {connections.data.connections.length === 0 ? (
+              <Text id="no-connections">No store connection you may read is defined.</Text>
+            ) : (
+              <DataTable
+                id="connections"
+                rows={connections.data.connections}
+                rowKey={(c) => c.conn_id}
+                rowData={(c) => ({ conn: c.conn_id })}
+                columns={[
+                  { title: "Connection", cell: (c) => <Button plain onClick={() => choose(c.conn_id)}>{c.conn_id}</Button> },
+                  { title: "Type", cell: (c) => c.conn_type },
+                  { title: "Where", cell: (c) => c.location },
+                  { title: "Defined in", cell: (c) => c.source },
+                ]}
+              />
+            )}
+          </Section>
+        )}
+        {conn && <Tables conn={conn} chosen={table} onChoose={setTable} />}
+      </div>
       {conn && table && <TableView key={`${conn}\u0000${table}`} conn={conn} table={table} />}
     </div>
   );
