@@ -19,12 +19,17 @@ export interface Activity {
 }
 
 const WIDTH = 640;
-const LEFT = 56;
+const LEFT = 64;
 const RIGHT = 64;
 const TOP = 12;
 const BOTTOM = 112;
 const BAR = "var(--chakra-colors-green-500, #38a169)";
 const LINE = "var(--chakra-colors-blue-500, #3182ce)";
+
+/** The left scale's top: two significant digits below 10 a minute (`0.33`), whole above. */
+export function rateLabel(rate: number): string {
+  return rate < 10 ? String(Number(rate.toPrecision(2))) : String(Math.round(rate));
+}
 
 export function ActivityChart({ id, title, activity }: { id: string; title: string; activity: Activity }) {
   const { points } = activity;
@@ -63,7 +68,7 @@ export function ActivityChart({ id, title, activity }: { id: string; title: stri
           );
         })}
         <polyline className="backlog" points={line} fill="none" stroke={LINE} strokeWidth={1.5} />
-        <text x={LEFT - 6} y={TOP + 4} textAnchor="end" {...axis}>{Number(mostRate.toPrecision(3))}/min</text>
+        <text x={LEFT - 6} y={TOP + 4} textAnchor="end" {...axis}>{rateLabel(mostRate)}/min</text>
         <text x={WIDTH - RIGHT + 6} y={TOP + 4} {...axis} fill={LINE}>{mostBacklog}</text>
         <text x={LEFT} y={BOTTOM + 16} {...axis}>{points.length ? formatMoment(points[0].start) : ""}</text>
         <text x={WIDTH - RIGHT} y={BOTTOM + 16} textAnchor="end" {...axis}>now</text>

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 
+import { rateLabel } from "./Chart";
 import { formatDuration, formatMoment } from "./format";
 
 describe("formatDuration", () => {
@@ -17,5 +18,11 @@ describe("formatMoment", () => {
   it("writes a canonical timestamp to the second, in UTC", () => {
     expect(formatMoment("2026-12-01T14:20:00.123456Z")).toBe("2026-12-01 14:20:00 UTC");
     expect(formatMoment(null)).toBe("\u2013");
+  });
+});
+
+describe("rateLabel", () => {
+  it("keeps the chart's scale short enough for its margin", () => {
+    expect([rateLabel(1 / 3), rateLabel(5), rateLabel(12.6), rateLabel(1234.5)]).toEqual(["0.33", "5", "13", "1235"]);
   });
 });
