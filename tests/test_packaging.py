@@ -141,6 +141,14 @@ def test_the_wheel_ships_every_module_and_data_file_of_the_package(
     )
 
 
+def test_the_wheel_ships_the_ui_bundle_and_its_hash_but_not_its_sources(
+    wheel_files: set[str],
+) -> None:
+    static = "airflow_atomic_store/ui/static/"
+    assert {f"{static}atomic-store.js", f"{static}atomic-store.sha256"} <= wheel_files
+    assert not [name for name in wheel_files if "/ui/www/" in name or "node_modules" in name]
+
+
 def test_the_wheel_ships_the_example_dags_inside_the_package(wheel_files: set[str]) -> None:
     examples = sorted(path.name for path in (ROOT / "example_dags").glob("*.py"))
     assert "process_event_once.py" in examples
