@@ -68,7 +68,7 @@ export function ActivityChart({ id, title, activity }: { id: string; title: stri
           );
         })}
         <polyline className="backlog" points={line} fill="none" stroke={LINE} strokeWidth={1.5} />
-        <text x={LEFT - 6} y={TOP + 4} textAnchor="end" {...axis}>{rateLabel(mostRate)}/min</text>
+        <text x={2} y={TOP + 4} {...axis}>{rateLabel(mostRate)}/min</text>
         <text x={WIDTH - RIGHT + 6} y={TOP + 4} {...axis} fill={LINE}>{mostBacklog}</text>
         <text x={LEFT} y={BOTTOM + 16} {...axis}>{points.length ? formatMoment(points[0].start) : ""}</text>
         <text x={WIDTH - RIGHT} y={BOTTOM + 16} textAnchor="end" {...axis}>now</text>
