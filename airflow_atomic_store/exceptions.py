@@ -11,6 +11,10 @@
     │                                primitive, table or row; nothing was written
     ├── ResultTooLargeError          a keyed call's result is too large for its
     │                                receipt; nothing was written
+    ├── SchemaVersionError           the store's schema is newer than this release,
+    │                                or older and this open may not migrate it;
+    │                                nothing was changed; a retry succeeds once the
+    │                                owner migrated it (or the release is upgraded)
     ├── ConnectionConfigError        the Airflow connection is missing or unusable;
     │                                opened read-only, no store is where it points
     │   ├── AccessDeniedError        the database refused the credentials or a
@@ -105,6 +109,22 @@ class ResultTooLargeError(AtomicStoreError):
             f"{limit} bytes; nothing was applied: claim fewer rows (limit) or call without "
             "an idempotency key"
         )
+
+
+class SchemaVersionError(AtomicStoreError):
+    """The store's schema version is not this release's, and this open cannot change that.
+
+    ``found`` is the store's version (None: made before versions were recorded),
+    ``expected`` this release's. A newer store needs this release upgraded; an older
+    one needs ``airflow atomic-store migrate`` run by its owner (``store/migrations.py``).
+    Operators let Airflow retry it: during a rolling upgrade the owner's migration may
+    land between two tries.
+    """
+
+    def __init__(self, message: str, *, found: int | None, expected: int) -> None:
+        self.found = found
+        self.expected = expected
+        super().__init__(message)
 
 
 class ConnectionConfigError(AtomicStoreError):

@@ -33,7 +33,8 @@ def get_cli_commands() -> list[Any]:
     return [
         GroupCommand(
             name=GROUP,
-            help="Look at an atomic store: tables, queue counts, claims, leases (read-only)",
+            help="Look at an atomic store: tables, queue counts, claims, leases (read-only); "
+            "migrate its schema",
             subcommands=subcommands,
             epilog="exit codes: 0 ok, 1 found stale claims, 2 bad command line or filter, "
             "3 store unreachable or missing, 4 unexpected error",

@@ -21,8 +21,8 @@ from airflow_atomic_store.hooks.atomic_store import store_from_connection
 from airflow_atomic_store.store import AtomicStore
 
 
-def open_read_only(conn_id: str) -> AtomicStore:
-    """The store behind ``conn_id``, opened read-only (a typo creates no store)."""
+def open_store(conn_id: str, *, read_only: bool = True) -> AtomicStore:
+    """The store behind ``conn_id``; read-only unless asked (a typo creates no store)."""
     # As ``airflow connections get`` sets it: a server-side process reads the metadata
     # database itself (a task's process asks the API server instead).
     os.environ["_AIRFLOW_PROCESS_CONTEXT"] = "server"
@@ -30,7 +30,7 @@ def open_read_only(conn_id: str) -> AtomicStore:
         conn = Connection.get_connection_from_secrets(conn_id)
     except AirflowNotFoundException:
         raise ConnectionConfigError(_missing(conn_id)) from None
-    return store_from_connection(conn_id, conn, read_only=True)
+    return store_from_connection(conn_id, conn, read_only=read_only)
 
 
 def _missing(conn_id: str) -> str:

@@ -114,9 +114,12 @@ MATCH = Argument(
 
 @dataclass(frozen=True)
 class CommandSpec:
+    """One command; ``read_only`` ones open the store read-only (a typo creates nothing)."""
+
     name: str
     help: str
     arguments: tuple[Argument, ...]
+    read_only: bool = True
 
 
 COMMANDS = (
@@ -221,5 +224,12 @@ COMMANDS = (
             ),
             *STORE,
         ),
+    ),
+    CommandSpec(
+        "migrate",
+        "bring the store's schema to this release's version (run as the store's owner when "
+        "workers may not alter its tables); creates the store if there is none",
+        STORE,
+        read_only=False,
     ),
 )

@@ -108,6 +108,21 @@ def explain_claim(store: AtomicStore, args: argparse.Namespace) -> Outcome:
     return Outcome({"table": args.table, "plan": plan}, plan.splitlines())
 
 
+def migrate(store: AtomicStore, args: argparse.Namespace) -> Outcome:
+    done = store.migrate()
+    before = done["version_before"]
+    if before is None:
+        lines = [f"created the store {done['storage_table']!r} at schema version {done['version']}"]
+    elif done["applied"]:
+        lines = [
+            f"migrated {done['storage_table']!r} from schema version {before} to "
+            f"{done['version']}: {', '.join(done['applied'])}"
+        ]
+    else:
+        lines = [f"{done['storage_table']!r} is at schema version {done['version']}: nothing to do"]
+    return Outcome(done, lines)
+
+
 def _claims(claims: tuple[InFlightRow, ...], *, stale_column: bool) -> list[str]:
     headers = ["IN FLIGHT", "CLAIMED BY", "CLAIMED AT", "AGE"]
     values: list[list[Any]] = [[c.key, c.claimed_by, c.claimed_at, c.claim_age] for c in claims]
@@ -132,4 +147,5 @@ HANDLERS: dict[str, Handler] = {
     "rows": rows,
     "stale": stale,
     "explain-claim": explain_claim,
+    "migrate": migrate,
 }

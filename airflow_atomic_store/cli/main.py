@@ -43,8 +43,8 @@ class UsageError(Exception):
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="Look at an atomic store: tables, queue counts, claims, leases, buckets. "
-        "Read-only.",
+        description="Look at an atomic store: tables, queue counts, claims, leases, buckets "
+        "(read-only); migrate its schema (migrate).",
         epilog="exit codes: 0 ok, 1 found stale claims (stale, stats --stale-after), "
         "2 bad command line or filter, 3 store unreachable or missing, 4 unexpected error",
     )
@@ -91,7 +91,7 @@ def logs_on_stderr() -> Iterator[None]:
 
 def _run(args: argparse.Namespace, command: str, prog: str) -> int:
     try:
-        store = open_store(args)
+        store = open_store(args, read_only=next(c for c in COMMANDS if c.name == command).read_only)
     except (UsageError, SpecError) as exc:
         return _fail(prog, str(exc), USAGE)
     except AtomicStoreError as exc:
@@ -133,15 +133,19 @@ def _write(text: str) -> None:
     sys.stdout.flush()
 
 
-def open_store(args: argparse.Namespace) -> AtomicStore:
-    """From ``--url`` (or ``$ATOMIC_STORE_URL``), else from an Airflow connection."""
+def open_store(args: argparse.Namespace, *, read_only: bool = True) -> AtomicStore:
+    """From ``--url`` (or ``$ATOMIC_STORE_URL``), else from an Airflow connection.
+
+    Read-only (every command but ``migrate``): a missing store is an error (exit 3),
+    never created.
+    """
     if args.url and args.conn_id:
         raise UsageError("give --url or --conn-id, not both")
     url = args.url or (None if args.conn_id else os.environ.get(URL_VARIABLE) or None)
-    if url is not None:  # read-only: a missing store is an error (exit 3), never created
+    if url is not None:
         if args.storage_table:
-            return AtomicStore(url, storage_table=args.storage_table, read_only=True)
-        return AtomicStore(url, read_only=True)
+            return AtomicStore(url, storage_table=args.storage_table, read_only=read_only)
+        return AtomicStore(url, read_only=read_only)
     if args.storage_table:
         raise UsageError("--storage-table goes with --url; a connection sets it in its extra")
     # Airflow 3.0 sets up its logging on stdout when first imported (after
@@ -153,7 +157,7 @@ def open_store(args: argparse.Namespace) -> AtomicStore:
             raise UsageError(
                 f"--conn-id needs Airflow ({exc}); without Airflow give --url or ${URL_VARIABLE}"
             ) from None
-        return airflow_connection.open_read_only(args.conn_id or DEFAULT_CONN_ID)
+        return airflow_connection.open_store(args.conn_id or DEFAULT_CONN_ID, read_only=read_only)
 
 
 def _fail(prog: str, message: str, code: int) -> int:

@@ -316,6 +316,18 @@ class AtomicStore:
 
     # -- lifecycle -----------------------------------------------------------
 
+    def migrate(self) -> dict[str, Any]:
+        """Bring the store's schema to this release's version now, and say what was done.
+
+        Any first call does the same; this is for deployments whose workers may not
+        alter the store's tables: the owner migrates once (``airflow atomic-store
+        migrate`` calls this). Returns ``storage_table``, ``version_before`` (None:
+        the store was created now), ``version`` and the steps ``applied``.
+        Raises :class:`~airflow_atomic_store.exceptions.SchemaVersionError` for a
+        store newer than this release, or one this role may not migrate.
+        """
+        return self._backend.migrate().to_dict()
+
     def close(self) -> None:
         self._backend.close()
 

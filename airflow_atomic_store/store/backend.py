@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from airflow_atomic_store.exceptions import SpecError
 from airflow_atomic_store.spec import Ordering
 from airflow_atomic_store.store.claim_sets import SetStorage
+from airflow_atomic_store.store.migrations import Migrated
 from airflow_atomic_store.store.notify import Notifications
 from airflow_atomic_store.store.requests import (
     Backlog,
@@ -33,9 +34,12 @@ from airflow_atomic_store.store.snapshot import Snapshot
 DEFAULT_STORAGE_TABLE = "atomic_store_rows"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
 #: How the store names what it creates beside a storage table ``t``: ``t_tables``,
-#: ``t_claim_sets``, ``t_receipts``, ``t_receipts_pkey``, ``t_created_idx``, ``t_set_<hash>``.
-RESERVED_ENDINGS = "_tables, _claim_sets, _receipts, _pkey, _idx, _set_<10 hex digits>"
-_RESERVED = re.compile(r"(_tables|_claim_sets|_receipts|_pkey|_idx|_set_[0-9a-f]{10})\Z")
+#: ``t_claim_sets``, ``t_receipts``, ``t_migrations``, ``t_receipts_pkey``, ``t_created_idx``,
+#: ``t_set_<hash>``.
+RESERVED_ENDINGS = "_tables, _claim_sets, _receipts, _migrations, _pkey, _idx, _set_<10 hex digits>"
+_RESERVED = re.compile(
+    r"(_tables|_claim_sets|_receipts|_migrations|_pkey|_idx|_set_[0-9a-f]{10})\Z"
+)
 
 _COLUMN_THEN_KEY = itemgetter(2, 0)
 
@@ -148,6 +152,10 @@ class Backend(SetStorage, Protocol):
 
     def snapshot(self) -> AbstractContextManager[Snapshot]:
         """Read-only inspection queries over one consistent view (``store/snapshot.py``)."""
+        ...
+
+    def migrate(self) -> Migrated:
+        """Open now, bringing the schema to this release's version (``store/migrations.py``)."""
         ...
 
     def close(self) -> None: ...

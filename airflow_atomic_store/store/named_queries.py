@@ -15,7 +15,11 @@ _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 def named_queries(package: str, file_name: str = "queries.sql") -> dict[str, str]:
     """``{name: statement}`` from a package's ``.sql`` file; comment lines are dropped."""
-    text = resources.files(package).joinpath(file_name).read_text(encoding="utf-8")
+    return named_sections(resources.files(package).joinpath(file_name).read_text(encoding="utf-8"))
+
+
+def named_sections(text: str) -> dict[str, str]:
+    """``{name: statement}`` from ``.sql`` text (a SQLite migration's statements)."""
     sections = _NAME.split(text)[1:]
     queries: dict[str, str] = {}
     for name, body in zip(sections[::2], sections[1::2], strict=True):

@@ -19,6 +19,7 @@ import pytest
 from airflow_atomic_store import AtomicStore
 from airflow_atomic_store.timestamps import shifted
 from tests.support.physical import nowhere_url, store_objects
+from tests.support.schema_versions import old_store, versions
 
 STALE = {"status": "in_flight", "claimedBy": "dag/run", "claimedAt": shifted(timedelta(hours=-2))}
 
@@ -98,6 +99,20 @@ def test_a_connection_added_with_airflow_connections_add_is_read_by_both_command
         assert json.loads(done.stdout) == {"tables": [{"table": "jobs", "rows": 1}]}
 
 
+def test_airflow_atomic_store_migrate_records_an_old_store_through_a_connection(
+    store_url: str, store_conn: str, airflow_home: dict[str, str]
+) -> None:
+    """The one command that writes opens its connection's store for writing."""
+    old_store(store_url)
+    command = [sys.executable, "-m", "airflow_atomic_store"]
+    if airflow_line() >= (3, 2):  # ``airflow atomic-store`` exists from 3.2
+        command = [sys.executable, "-m", "airflow", "atomic-store"]
+    done = run([*command, "migrate", "--conn-id", store_conn, "--json"], airflow_home)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["applied"] == ["1_recorded"]
+    assert versions(store_url) == [(1, "recorded")]
+
+
 def test_provider_info_names_the_cli_commands() -> None:
     from airflow.cli.cli_config import ActionCommand, GroupCommand
 
@@ -111,6 +126,7 @@ def test_provider_info_names_the_cli_commands() -> None:
     assert all(isinstance(command, ActionCommand) for command in group.subcommands)
     assert sorted(c.name for c in group.subcommands) == [
         "explain-claim",
+        "migrate",
         "rows",
         "stale",
         "stats",

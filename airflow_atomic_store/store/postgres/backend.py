@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from airflow_atomic_store.exceptions import StoreUnavailableError
 from airflow_atomic_store.store.backend import check_storage_table, decoded, in_claim_order
 from airflow_atomic_store.store.delegation import delegated
+from airflow_atomic_store.store.migrations import Migrated
 from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, NOTIFY_MODES, channel_for
 from airflow_atomic_store.store.postgres import receipts, tables
 from airflow_atomic_store.store.postgres.connection import Connect, PostgresConnection
@@ -333,6 +334,9 @@ class PostgresBackend:
     def purge_receipts(self, limit: int) -> int:
         with self._cursor() as cur:
             return receipts.purge(cur, self._sql.queries, limit)
+
+    def migrate(self) -> Migrated:
+        return self.connection.migrate()
 
     def close(self) -> None:
         self.connection.close()

@@ -21,6 +21,8 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
 from airflow_atomic_store.exceptions import AtomicStoreError, ConnectionConfigError
+from airflow_atomic_store.store import migrations
+from airflow_atomic_store.store.migrations import Migrated
 from airflow_atomic_store.store.postgres import schema, session
 from airflow_atomic_store.store.postgres.errors import translate
 from airflow_atomic_store.store.urls import scrub
@@ -68,6 +70,8 @@ class PostgresConnection:
         self._reused_cursor: psycopg.Cursor[Any]
         self._lock = threading.RLock()
         self._depth = 0  # nested ``cursor`` calls: only the outermost ends a read-only transaction
+        #: What opening the connection found and did to the schema (``store/migrations.py``).
+        self.migrated: Migrated | None = None
 
     @property
     def read_only(self) -> bool:
@@ -109,7 +113,7 @@ class PostgresConnection:
                             sql.Literal(name), sql.Literal(f"{milliseconds}ms")
                         )
                     )
-            self._ensure_schema(connection)
+            self.migrated = self._ensure_schema(connection)
         except BaseException:
             connection.close()
             raise
@@ -144,32 +148,135 @@ class PostgresConnection:
                 with contextlib.suppress(psycopg.Error):
                     connection.rollback()
 
-    def _ensure_schema(self, connection: psycopg.Connection[Any]) -> None:
-        """Create what is missing, checking again (afresh) under the schema lock.
+    def _ensure_schema(self, connection: psycopg.Connection[Any]) -> Migrated:
+        """Bring the store to this release's version and create what is missing.
 
-        A process that queued behind the creator must not then run ``CREATE INDEX
+        Checked first without the schema lock (a store at this version that lacks
+        nothing opens at once: two statements, no lock), then afresh under it. A
+        process that queued behind the creator must not then run ``CREATE INDEX
         IF NOT EXISTS`` on the existing table: its share lock waits for a ``CREATE
         INDEX CONCURRENTLY`` in progress, which waits for the sessions queued on the
-        schema lock, a deadlock.
+        schema lock, a deadlock. ``store/migrations.py`` says what each version does.
         """
         tables = schema.schema_tables(self._table_name)
-        if not any(self._schema_missing(connection, list(tables))):
-            return
+        latest = migrations.latest(schema.MIGRATIONS)
+        missing_tables, functions_missing = self._schema_missing(connection, list(tables))
+        version = self._recorded_version(connection, missing_tables)
+        if version == latest and not missing_tables and not functions_missing:
+            return Migrated(self._table_name, latest, latest)
+        migrations.refuse_newer(version, schema.MIGRATIONS, self._table_name)
         with connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (schema.SCHEMA_LOCK_ID,))
             missing_tables, functions_missing = self._schema_missing(connection, list(tables))
+            version = self._recorded_version(connection, missing_tables)
+            found = self._found_version(connection, missing_tables, version)
             if (
                 schema.tables_catalog_name(self._table_name) in missing_tables
                 and self._table_name not in missing_tables
             ):
                 self._refuse_rows_without_catalog(connection)
+            holes = schema.migration_holes(self._table_name)
+            for step in migrations.pending(found, schema.MIGRATIONS):
+                connection.execute(step.text.format_map(holes).encode())
             for name in tables:  # in order: the tables catalog, then the rows table
                 if name in missing_tables:
                     connection.execute(tables[name])
             if functions_missing:
                 connection.execute(schema.FUNCTIONS_DDL.encode())
+            recorded = version is not None
+            if version != latest:
+                record = self._version_query("record")
+                for row in migrations.records(found, recorded, schema.MIGRATIONS):
+                    connection.execute(record, row)
+            if schema.migrations_table_name(self._table_name) in missing_tables:
+                self._share_versions_with_readers(connection)
         if missing_tables:
             self._on_schema_created()
+        return Migrated(
+            self._table_name,
+            found,
+            latest,
+            migrations.applied(found, recorded, schema.MIGRATIONS) if version != latest else (),
+        )
+
+    def _recorded_version(
+        self, connection: psycopg.Connection[Any], missing: list[str]
+    ) -> int | None:
+        """The store's recorded version; None when it has no record (new, or older than records)."""
+        if schema.migrations_table_name(self._table_name) in missing:
+            return None
+        row = connection.execute(self._version_query("version")).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def _found_version(
+        self, connection: psycopg.Connection[Any], missing: list[str], version: int | None
+    ) -> int | None:
+        """The version the store is at (None: there is no store yet), under the schema lock.
+
+        A store with a rows table and no record is version 1 if the table has version
+        1's key column. One that needs migrating (or its record) is refused, naming
+        the command, when this role may not alter it: asked first, so that no
+        half-run migration leaves an error in the server's log.
+        """
+        migrations.refuse_newer(version, schema.MIGRATIONS, self._table_name)
+        if version is None and self._table_name in missing:
+            return None
+        latest = migrations.latest(schema.MIGRATIONS)
+        if version == latest:
+            return version
+        row = connection.execute(
+            self._version_query("rows_table"),
+            {"table": self._table_name, "key_column": schema.KEY_COLUMN},
+        ).fetchone()
+        if version is None and row is not None and not row[2]:
+            raise migrations.unknown_layout(self._table_name, schema.KEY_COLUMN, schema.MIGRATIONS)
+        if row is not None and not row[1]:
+            why = f"this role ({row[0]}) may not alter its tables"
+            raise migrations.behind(version, schema.MIGRATIONS, self._table_name, why)
+        return version if version is not None else migrations.BASELINE
+
+    def _share_versions_with_readers(self, connection: psycopg.Connection[Any]) -> None:
+        """``SELECT`` on a new ``_migrations`` for every role that may read the rows table.
+
+        Workers whose grants name the store's tables (docs/deploying.md) read the
+        version on every open: without this, the owner's migration of an existing
+        store would lock them out.
+        """
+        readers = connection.execute(
+            self._version_query("readers"), {"table": self._table_name}
+        ).fetchall()
+        for (role,) in readers:
+            grantee = sql.SQL("PUBLIC") if role is None else sql.Identifier(role)
+            connection.execute(
+                sql.SQL("GRANT SELECT ON {} TO {}").format(
+                    sql.Identifier(schema.migrations_table_name(self._table_name)), grantee
+                )
+            )
+
+    def _version_query(self, name: str) -> bytes:
+        return (
+            schema.VERSION_QUERIES[name]
+            .format(migrations=schema.migrations_table(self._table_name))
+            .encode()
+        )
+
+    def migrate(self) -> Migrated:
+        """Open now (migrating as an open does) and say what was found and done.
+
+        On a connection already open, the check runs again (nothing to do, unless
+        someone changed the store meanwhile).
+        """
+        if self._read_only:
+            raise AtomicStoreError(
+                "PostgreSQL store error: opened read-only (for inspection), which never "
+                "migrates; open it for writing to migrate"
+            )
+        with self._lock:
+            opening = self._connection is None or self._connection.closed
+            with self.cursor():
+                assert self._connection is not None
+                opened = self.migrated if opening else None
+                return opened if opened is not None else self._ensure_schema(self._connection)
 
     def _require_store(self, connection: psycopg.Connection[Any]) -> None:
         """Refuse a database without this release's store: inspection reads, never creates.
@@ -179,7 +286,9 @@ class PostgresConnection:
         """
         name = self._table_name
         needed = [schema.tables_catalog_name(name), name, f"{name}_claim_sets"]
-        missing, _ = self._schema_missing(connection, needed)
+        versions = schema.migrations_table_name(name)
+        absent, _ = self._schema_missing(connection, [*needed, versions])
+        missing = [table for table in absent if table != versions]
         if name in missing:
             raise ConnectionConfigError(
                 f"no atomic store in this database: no table {name!r} where the search path "
@@ -190,6 +299,10 @@ class PostgresConnection:
                 f"PostgreSQL store error: {name} has no {', '.join(missing)}; a store opened "
                 "for writing (any task) completes it; inspection changed nothing"
             )
+        version = self._recorded_version(connection, absent)
+        migrations.refuse_newer(version, schema.MIGRATIONS, name)
+        if (version or migrations.BASELINE) != migrations.latest(schema.MIGRATIONS):
+            raise migrations.behind(version, schema.MIGRATIONS, name, "it was opened read-only")
 
     def _refuse_rows_without_catalog(self, connection: psycopg.Connection[Any]) -> None:
         """Rows keyed by table ids whose catalog is gone (dropped, or left out of a restore).

@@ -21,6 +21,9 @@ from importlib import resources
 
 from psycopg import sql
 
+from airflow_atomic_store.store import migrations
+from airflow_atomic_store.store.named_queries import named_queries
+
 
 def sql_file(name: str) -> str:
     """A static statement shipped beside this module (package data)."""
@@ -56,6 +59,13 @@ RECEIPTS_DDL = sql_file("receipts_table.sql")
 SETS_DDL = sql_file("claim_sets_table.sql")
 
 FUNCTIONS_DDL = sql_file("functions.sql")
+#: The versions a store reached (``store/migrations.py``), and the steps past version 1.
+MIGRATIONS_DDL = sql_file("migrations_table.sql")
+MIGRATIONS = migrations.load(__package__)
+#: Reading and recording the version, and what the schema lock's holder checks first.
+VERSION_QUERIES = named_queries(__package__, "schema_versions.sql")
+#: The rows table's column that marks version 1's layout (a table id, not a name).
+KEY_COLUMN = "table_id"
 
 #: Every function FUNCTIONS_DDL installs: a schema lacking any of them is incomplete.
 FUNCTION_NAMES = (
@@ -77,7 +87,7 @@ SCHEMA_PROBE = sql_file("schema_probe.sql")
 
 def schema_tables(table_name: str) -> dict[str, bytes]:
     """Each table of one store (the tables catalog, the rows, the sets catalog, the
-    receipts) and its DDL, in the order they are created."""
+    receipts, the schema versions) and its DDL, in the order they are created."""
     receipts = f"{table_name}_receipts"
     return {
         tables_catalog_name(table_name): TABLES_DDL.format(
@@ -95,7 +105,25 @@ def schema_tables(table_name: str) -> dict[str, bytes]:
             receipts_key=sql.Identifier(f"{receipts}_pkey").as_string(None),
             expiry_index=sql.Identifier(f"{receipts}_expiry_idx").as_string(None),
         ).encode(),
+        migrations_table_name(table_name): MIGRATIONS_DDL.format(
+            migrations=migrations_table(table_name)
+        ).encode(),
     }
+
+
+def migrations_table_name(table_name: str) -> str:
+    """The name of the table that records a store's schema versions."""
+    return f"{table_name}_migrations"
+
+
+def migrations_table(table_name: str) -> str:
+    """Its quoted name."""
+    return sql.Identifier(migrations_table_name(table_name)).as_string(None)
+
+
+def migration_holes(table_name: str) -> dict[str, str]:
+    """A migration's ``{table}`` and ``{table_<suffix>}``, quoted by psycopg."""
+    return migrations.holes(table_name, lambda name: sql.Identifier(name).as_string(None))
 
 
 def record_index(table_name: str) -> tuple[str, bytes]:

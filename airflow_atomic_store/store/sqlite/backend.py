@@ -22,6 +22,7 @@ from airflow_atomic_store.spec.claim_sets import ClaimSet
 from airflow_atomic_store.spec.values import dumps
 from airflow_atomic_store.store.backend import Notifications, check_storage_table
 from airflow_atomic_store.store.claim_sets import BuildRequest, StoredSet
+from airflow_atomic_store.store.migrations import Migrated
 from airflow_atomic_store.store.requests import (
     Backlog,
     Claimed,
@@ -264,6 +265,9 @@ class SqliteBackend:
             return connection.execute(
                 self._sql.statement("purge_receipts"), (timestamps.now(), limit)
             ).rowcount
+
+    def migrate(self) -> Migrated:
+        return self.connection.migrate()
 
     def close(self) -> None:
         self.connection.close()

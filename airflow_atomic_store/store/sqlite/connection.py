@@ -17,19 +17,27 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from airflow_atomic_store import timestamps
 from airflow_atomic_store.exceptions import (
     AtomicStoreError,
     ConnectionConfigError,
     StoreLocationError,
     StoreUnavailableError,
 )
-from airflow_atomic_store.store.named_queries import named_queries
+from airflow_atomic_store.store import migrations
+from airflow_atomic_store.store.migrations import Migrated
+from airflow_atomic_store.store.named_queries import named_queries, named_sections
 from airflow_atomic_store.store.sqlite.where import register_functions
 
 DEFAULT_BUSY_TIMEOUT = 60.0
 #: The tables and indexes (package data), one statement per name, in creation order;
 #: ``{table}`` is the validated storage table.
 _SCHEMA = named_queries(__package__, "schema.sql")
+#: Reading and recording the schema version; the steps past version 1.
+_VERSION_QUERIES = named_queries(__package__, "schema_versions.sql")
+MIGRATIONS = migrations.load(__package__)
+#: The rows table's column that marks version 1's layout (the logical table's name).
+KEY_COLUMN = "table_name"
 
 _TRANSIENT_MESSAGES = ("locked", "busy", "unable to open", "disk i/o")
 
@@ -78,6 +86,12 @@ class SqliteConnection:
         self._read_only = read_only
         self._connection: sqlite3.Connection | None = None
         self._lock = threading.RLock()
+        self._versions = {
+            name: statement.format(table=table) for name, statement in _VERSION_QUERIES.items()
+        }
+        self._holes = migrations.holes(table, lambda name: f'"{name}"')
+        #: What opening the connection found and did to the schema (``store/migrations.py``).
+        self.migrated: Migrated | None = None
 
     def _open(self) -> sqlite3.Connection:
         if self._read_only:
@@ -94,7 +108,7 @@ class SqliteConnection:
             register_functions(connection)
             self._use_wal(connection)
             connection.execute("PRAGMA synchronous=NORMAL")
-            self._ensure_schema(connection)
+            self.migrated = self._ensure_schema(connection)
         except BaseException:
             connection.close()
             raise
@@ -144,37 +158,105 @@ class SqliteConnection:
                 f"SQLite store error: {self._path} has no table {needed[1]!r}; a store "
                 "opened for writing (any task) completes it, inspection changes nothing"
             )
+        version = self._recorded_version(
+            connection, self._present(connection, self._schema_names())
+        )
+        migrations.refuse_newer(version, MIGRATIONS, self._table)
+        if (version or migrations.BASELINE) != migrations.latest(MIGRATIONS):
+            raise migrations.behind(version, MIGRATIONS, self._table, "it was opened read-only")
 
-    def _ensure_schema(self, connection: sqlite3.Connection) -> None:
-        """Create the table and its indexes unless they exist; only then take the write lock.
+    def _ensure_schema(self, connection: sqlite3.Connection) -> Migrated:
+        """Bring the store to this release's version and create what is missing.
 
-        Every store opens a connection (every Airflow task does), and a read-only
-        task should not queue behind the writers just to learn the schema exists.
+        Checked first without the write lock: every store opens a connection (every
+        Airflow task does), and a read-only task should not queue behind the writers
+        just to learn the schema is current. Then again inside ``BEGIN IMMEDIATE``,
+        which one process at a time holds: the migrations, the tables and the record
+        commit together. ``store/migrations.py`` says what each version does.
         """
-        names = {
+        latest = migrations.latest(MIGRATIONS)
+        names = self._schema_names()
+        present = self._present(connection, names)
+        version = self._recorded_version(connection, present)
+        if present == names and version == latest:
+            return Migrated(self._table, latest, latest)
+        migrations.refuse_newer(version, MIGRATIONS, self._table)
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            present = self._present(connection, names)
+            version = self._recorded_version(connection, present)
+            migrations.refuse_newer(version, MIGRATIONS, self._table)
+            found = version
+            if version is None and self._table in present:
+                found = self._unrecorded_version(connection)
+            for step in migrations.pending(found, MIGRATIONS):
+                for statement in named_sections(step.text).values():
+                    connection.execute(statement.format_map(self._holes))
+            for statement in _SCHEMA.values():
+                connection.execute(statement.format(table=self._table))
+            recorded = version is not None
+            if version != latest:
+                for row in migrations.records(found, recorded, MIGRATIONS):
+                    connection.execute(self._versions["record"], {**row, "now": timestamps.now()})
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        steps = migrations.applied(found, recorded, MIGRATIONS) if version != latest else ()
+        return Migrated(self._table, found, latest, steps)
+
+    def _schema_names(self) -> set[str]:
+        """The tables and indexes ``schema.sql`` creates."""
+        return {
             self._table,
             f"{self._table}_created_idx",
             f"{self._table}_claim_sets",
             f"{self._table}_receipts",
             f"{self._table}_receipts_expiry_idx",
+            f"{self._table}_migrations",
         }
-        present = {
+
+    def _present(self, connection: sqlite3.Connection, names: set[str]) -> set[str]:
+        return {
             name
             for (name,) in connection.execute(
                 f"SELECT name FROM sqlite_master WHERE name IN ({', '.join('?' * len(names))})",
                 tuple(sorted(names)),
             )
         }
-        if present == names:
-            return
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _SCHEMA.values():
-                connection.execute(statement.format(table=self._table))
-            connection.execute("COMMIT")
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
+
+    def _recorded_version(self, connection: sqlite3.Connection, present: set[str]) -> int | None:
+        """The store's recorded version; None when it has no record (new, or older than records)."""
+        if f"{self._table}_migrations" not in present:
+            return None
+        (version,) = connection.execute(self._versions["version"]).fetchone()
+        return None if version is None else int(version)
+
+    def _unrecorded_version(self, connection: sqlite3.Connection) -> int:
+        """A rows table made before versions were recorded: version 1 if it has 1's key column."""
+        (count,) = connection.execute(
+            self._versions["has_key_column"], {"table": self._table, "key_column": KEY_COLUMN}
+        ).fetchone()
+        if not count:
+            raise migrations.unknown_layout(self._table, KEY_COLUMN, MIGRATIONS)
+        return migrations.BASELINE
+
+    def migrate(self) -> Migrated:
+        """Open now (migrating as an open does) and say what was found and done.
+
+        On a connection already open, the check runs again (nothing to do, unless
+        someone changed the store meanwhile).
+        """
+        if self._read_only:
+            raise AtomicStoreError(
+                f"SQLite store error: {self._path} was opened read-only (for inspection), "
+                "which never migrates; open it for writing to migrate"
+            )
+        with self._lock:
+            opening = self._connection is None
+            with self.transaction(alone=True) as connection:
+                opened = self.migrated if opening else None
+                return opened if opened is not None else self._ensure_schema(connection)
 
     def _use_wal(self, connection: sqlite3.Connection) -> None:
         """Switch a new database to WAL (persistent, so only its first user does).

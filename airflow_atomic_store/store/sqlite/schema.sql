@@ -38,3 +38,11 @@ CREATE TABLE IF NOT EXISTS {table}_receipts (
 
 -- name: receipts_expiry_idx
 CREATE INDEX IF NOT EXISTS {table}_receipts_expiry_idx ON {table}_receipts (expires_at)
+
+-- name: migrations
+-- The schema versions the store reached (store/migrations.py); the latest is the store's.
+CREATE TABLE IF NOT EXISTS {table}_migrations (
+    version INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+)
