@@ -1,7 +1,7 @@
 import { cleanup, fireEvent, render, screen, waitFor } from "@testing-library/react";
 import { afterEach, describe, expect, it, vi } from "vitest";
 
-import { StorePage } from "./StorePage";
+import { largest, StorePage, staleByRun, TABLE_LIMIT } from "./StorePage";
 import { serve, type Routes } from "./testing";
 
 afterEach(() => {
@@ -90,6 +90,9 @@ describe("StorePage", () => {
   it("lists stale claims with who claimed them, and asks again with the threshold the user sets", async () => {
     const requested = await openQueue();
     expect(document.getElementById("stale-count")?.textContent).toBe("1");
+    const byRun = document.querySelector("#stale-by-run tr[data-claimed-by]");
+    expect(byRun?.getAttribute("data-claimed-by")).toBe("queue_dispatcher/run-1");
+    expect(byRun?.querySelectorAll("td")[1].textContent).toBe("1");
     const stale = document.querySelector("#stale-claims tr[data-key]");
     expect(stale?.getAttribute("data-claimed-by")).toBe("queue_dispatcher/run-1");
     fireEvent.change(document.getElementById("stale-after")!, { target: { value: "3600" } });
@@ -110,5 +113,31 @@ describe("StorePage", () => {
     render(<StorePage />);
     expect((await screen.findByRole("alert")).textContent).toMatch(/may not read/);
     expect(document.getElementById("connections")).toBeNull();
+  });
+});
+
+describe("bounds, as the server-rendered page's", () => {
+  it("lists the first tables and opens any other by name", async () => {
+    const many = Array.from({ length: TABLE_LIMIT + 3 }, (_, n) => ({ table: `t${String(n).padStart(4, "0")}`, rows: 1 }));
+    const requested = serve({ ...ROUTES, tables: () => ({ body: { connection: "c", tables: many } }) });
+    render(<StorePage />);
+    fireEvent.click(await screen.findByText("atomic_store_default"));
+    await screen.findByText("t0000");
+    expect(document.querySelectorAll("#tables tr[data-table]")).toHaveLength(TABLE_LIMIT);
+    expect(document.getElementById("hidden-tables")?.textContent).toMatch(/^3 more tables/);
+    fireEvent.change(document.getElementById("table-name")!, { target: { value: "t0502" } });
+    fireEvent.click(document.getElementById("open-table")!);
+    await waitFor(() => expect(requested.some((url) => url.searchParams.get("table") === "t0502")).toBe(true));
+  });
+
+  it("keeps the largest statuses and sums the rest", () => {
+    const counts = { a: 1, b: 5, c: 5, d: 2, e: 9 };
+    expect(largest(counts, 3)).toEqual({ shown: [["b", 5], ["c", 5], ["e", 9]], otherStatuses: 2, otherRows: 3 });
+    expect(largest(counts, 10).otherStatuses).toBe(0);
+  });
+
+  it("counts stale claims per claiming run, most first", () => {
+    const claim = (claimed_by: string | null) => ({ key: "k", claimed_by, claimed_at: null, claim_age_seconds: null, stale: true });
+    expect(staleByRun([claim("b"), claim("a"), claim("b"), claim(null)])).toEqual([["b", 2], ["a", 1], ["\u2013", 1]]);
   });
 });
