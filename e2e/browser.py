@@ -26,6 +26,14 @@ It saves a screenshot of the queue page in the run's working directory, or where
 ``--screenshot`` says: ``make e2e E2E_ARGS="--screenshot docs/img/atomic-store-page.png"``
 refreshes the one ``docs/observing.md`` shows (a plain run leaves the checkout as
 it found it).
+
+:func:`check_native_pages` then checks what Airflow 3.1+'s own UI renders from the
+plugin's ``react_apps``: the store page in the UI's document (no iframe), its counts
+between the store's readings and its charts, its colours in the dark mode; the tab
+of the victim run's claim task, listing exactly the rows its claim took in the
+states the store gives them; an anonymous browser (401 from the tab's route, sent to
+the login by the UI) and the deployment's ``viewer`` (refused, no row shown). It
+saves both pages' screenshots, light and dark, next to the queue page's.
 """
 
 from __future__ import annotations
