@@ -36,7 +36,9 @@ if TYPE_CHECKING:
     from airflow_atomic_store.hooks.atomic_store import AtomicStoreHook
     from airflow_atomic_store.operators import (
         AtomicClaimOperator,
+        AtomicUpdateManyOperator,
         AtomicUpdateOperator,
+        AtomicUpsertManyOperator,
         AtomicUpsertOperator,
     )
 
@@ -51,7 +53,9 @@ __all__ = [
     "AtomicStore",
     "AtomicStoreError",
     "AtomicStoreHook",
+    "AtomicUpdateManyOperator",
     "AtomicUpdateOperator",
+    "AtomicUpsertManyOperator",
     "AtomicUpsertOperator",
     "ConnectionConfigError",
     "DuplicateMemberError",
@@ -68,6 +72,8 @@ _LAZY = {
     "AtomicUpdateOperator": "airflow_atomic_store.operators",
     "AtomicClaimOperator": "airflow_atomic_store.operators",
     "AtomicUpsertOperator": "airflow_atomic_store.operators",
+    "AtomicUpsertManyOperator": "airflow_atomic_store.operators",
+    "AtomicUpdateManyOperator": "airflow_atomic_store.operators",
 }
 
 

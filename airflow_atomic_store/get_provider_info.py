@@ -58,6 +58,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_atomic_store.operators.update",
                     "airflow_atomic_store.operators.claim",
                     "airflow_atomic_store.operators.upsert",
+                    "airflow_atomic_store.operators.bulk",
                 ],
             }
         ],

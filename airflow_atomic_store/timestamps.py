@@ -41,3 +41,23 @@ def now() -> str:
 def shifted(delta: timedelta) -> str:
     """Now plus ``delta`` (negative for the past) in the canonical form."""
     return format_timestamp(utc_now() + delta)
+
+
+def series(count: int) -> list[str]:
+    """``count`` canonical timestamps from now, one microsecond apart: the ``createdAt`` of
+    a bulk call's rows, which keeps them in the order given (FIFO) whatever their keys.
+
+    Each second's text is formatted once (``strftime`` per row cost 10,000 rows 15 ms).
+    """
+    start = utc_now().replace(tzinfo=None)
+    first = start.replace(microsecond=0)
+    offset = start.microsecond
+    stamps: list[str] = []
+    second, prefix = -1, ""
+    for n in range(offset, offset + count):
+        whole, micro = divmod(n, 1_000_000)
+        if whole != second:
+            second = whole
+            prefix = (first + timedelta(seconds=whole)).strftime("%Y-%m-%dT%H:%M:%S.")
+        stamps.append(f"{prefix}{micro:06d}Z")
+    return stamps

@@ -1,20 +1,26 @@
-"""Lifecycle workers (issue 33): each item enqueued, claimed, completed and retired.
+"""Lifecycle workers (issues 33 and 42): each item enqueued, claimed, finished and retired.
 
-Every worker has the same shape — ``enqueue(n)`` adds ``n`` items one call
-each (a producer hands items in one by one), ``consume()`` takes one batch
-through the rest of its life and returns the ids it retired, ``any_left()``
-tells "others hold the rest" from "drained" — so one loop (:func:`cycle`)
-times them all alike:
+Every worker has the same shape — ``enqueue(n)`` adds ``n`` items (one call each,
+as a producer hands items in one by one, or one call for all of them: the bulk
+workers, ``enqueue_step`` 100), ``consume()`` takes one batch through the rest of
+its life and returns the ids it retired, ``any_left()`` tells "others hold the
+rest" from "drained" — so one loop (:func:`cycle`) times them all alike:
 
-- ``store_archive``: ``put``; ``atomic_claim`` (mark: ``in_flight``,
-  ``claimedBy``); complete the batch in one guarded statement (a claim over
-  ``status = in_flight AND claimedBy = me`` that sets ``done`` and
-  ``finishedAt``); ``retire`` into an archive table (pgmq's ``archive``), every
-  finished row at once (its default limit);
-- ``store_delete``: ``put``; ``atomic_claim(mode="delete")``: claimed and retired
-  in one statement (at most once, as read+delete is at its ``delete``);
-- ``pgmq_archive`` / ``pgmq_delete``: pgmq-shaped ``send``; ``read``;
-  ``archive`` or ``delete`` by ids (:mod:`bench.readdelete_queue`).
+- ``store_archive``: ``put``; ``atomic_claim`` (mark: ``in_flight``, ``claimedBy``);
+  ``atomic_update_many`` over the batch's keys, guarded on ``claimedBy = me``, setting
+  ``done`` and ``finishedAt`` and moving the rows to an archive table in the same
+  statement (pgmq's ``archive``);
+- ``store_retire``: the same, but the batch is finished in place and ``retire``d into
+  the archive table afterwards (every finished row at once, its default limit): what a
+  queue paid before the finish could archive;
+- ``store_delete``: ``put``; ``atomic_claim(mode="delete")``: claimed and retired in
+  one statement (at most once, as read+delete is at its ``delete``);
+- ``store_bulk``: ``atomic_upsert_many`` of 100 items per call, then as ``store_archive``;
+- ``pgmq_archive`` / ``pgmq_delete`` / ``pgmq_bulk``: pgmq's own functions
+  (:mod:`bench.pgmq_real`): ``send`` (``send_batch`` of 100), ``read``, ``archive`` or
+  ``delete`` by ids;
+- ``shaped_archive`` / ``shaped_delete``: the hand-written pgmq-shaped statements
+  (:mod:`bench.readdelete_queue`).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import Any, Protocol
 import psycopg
 
 from airflow_atomic_store import AtomicStore, timestamps
-from bench import cpu
+from bench import cpu, pgmq_real
 from bench.handwritten import pg_table_id
 from bench.readdelete_queue import PgmqShaped
 from bench.timing import now
@@ -46,8 +52,11 @@ class Worker(Protocol):
 
 
 class _StoreWorker:
+    #: the store's ``notify`` option (None: its default, ``"writes"``)
+    notify: str | None = None
+
     def __init__(self, url: str, batch: int) -> None:
-        self.store = AtomicStore(url)
+        self.store = AtomicStore(url, notify=self.notify)
         self.store.get(TABLE, "__warm-up__")  # connects: its backend is metered from the start
         self.batch, self.me, self.sent = batch, f"life-{os.getpid()}", 0
 
@@ -64,7 +73,7 @@ class _StoreWorker:
 
 
 class StoreArchiveWorker(_StoreWorker):
-    """Claim (mark), complete the batch, retire it into the archive table."""
+    """Claim (mark), then finish the batch and move it to the archive table in one call."""
 
     def consume(self) -> list[str]:
         claimed = self.store.atomic_claim(
@@ -72,23 +81,52 @@ class StoreArchiveWorker(_StoreWorker):
         )["claimed"]
         if not claimed:
             return []
-        self.store.atomic_claim(
-            TABLE,
-            where=[
-                {"field": "status", "operator": "equals", "value": "in_flight"},
-                {"field": "claimedBy", "operator": "equals", "value": self.me},
-            ],
-            mutations=[
-                {"field": "status", "operation": "set", "value": "done"},
-                {"field": "finishedAt", "operation": "set", "value": timestamps.now()},
-            ],
-            limit=self.batch,
+        keys = [row["key"] for row in claimed]
+        self.store.atomic_update_many(
+            TABLE, keys, where=self.mine, mutations=self.finished(), archive_table=ARCHIVE
         )
+        return keys
+
+    @property
+    def mine(self) -> list[dict[str, Any]]:
+        return [{"field": "claimedBy", "operator": "equals", "value": self.me}]
+
+    def finished(self) -> list[dict[str, Any]]:
+        return [
+            {"field": "status", "operation": "set", "value": "done"},
+            {"field": "finishedAt", "operation": "set", "value": timestamps.now()},
+        ]
+
+
+class StoreRetireWorker(StoreArchiveWorker):
+    """Claim (mark), finish the batch in place, ``retire`` finished rows into the archive."""
+
+    def consume(self) -> list[str]:
+        claimed = self.store.atomic_claim(
+            TABLE, where=PENDING, limit=self.batch, execution_id=self.me
+        )["claimed"]
+        if not claimed:
+            return []
+        keys = [row["key"] for row in claimed]
+        self.store.atomic_update_many(TABLE, keys, where=self.mine, mutations=self.finished())
         # retire's default limit (500): a full batch would cost a second, empty statement
         # (retire goes on until a batch comes back short), and this one takes every
         # finished row, the other workers' too.
         self.store.retire(TABLE, older_than=0, archive_table=ARCHIVE)
-        return [row["key"] for row in claimed]
+        return keys
+
+
+class StoreBulkWorker(StoreArchiveWorker):
+    """``atomic_upsert_many`` of 100 items per call; claim; finish and archive per batch."""
+
+    enqueue_step = 100
+
+    def enqueue(self, count: int) -> None:
+        items = []
+        for _ in range(count):
+            self.sent += 1
+            items.append((f"{self.me}-{self.sent:07d}", {"status": "pending", "n": 1}))
+        self.store.atomic_upsert_many(TABLE, items)
 
 
 class StoreDeleteWorker(_StoreWorker):
@@ -99,7 +137,7 @@ class StoreDeleteWorker(_StoreWorker):
         return [row["key"] for row in result["claimed"]]
 
 
-class PgmqArchiveWorker(PgmqShaped):
+class ShapedArchiveWorker(PgmqShaped):
     """pgmq-shaped ``send`` → ``read`` → ``archive``."""
 
     def __init__(self, url: str, batch: int) -> None:
@@ -120,18 +158,75 @@ class PgmqArchiveWorker(PgmqShaped):
         return [str(msg_id) for msg_id in ids]
 
 
-class PgmqDeleteWorker(PgmqArchiveWorker):
+class ShapedDeleteWorker(ShapedArchiveWorker):
     """pgmq-shaped ``send`` → ``read`` → ``delete``."""
 
     def finish(self, ids: list[int]) -> None:
         self.delete(ids)
 
 
+class PgmqArchiveWorker(pgmq_real.Pgmq):
+    """pgmq's ``send`` → ``read`` → ``archive``."""
+
+    def __init__(self, url: str, batch: int) -> None:
+        super().__init__(url)
+        self.batch = batch
+
+    def enqueue(self, count: int) -> None:
+        for _ in range(count):
+            self.send({"n": 1})
+
+    def finish(self, ids: list[int]) -> None:
+        self.archive(ids)
+
+    def consume(self) -> list[str]:
+        ids = self.read(self.batch)
+        if ids:
+            self.finish(ids)
+        return [str(msg_id) for msg_id in ids]
+
+
+class PgmqDeleteWorker(PgmqArchiveWorker):
+    """pgmq's ``send`` → ``read`` → ``delete``."""
+
+    def finish(self, ids: list[int]) -> None:
+        self.delete(ids)
+
+
+class PgmqBulkWorker(PgmqArchiveWorker):
+    """pgmq's ``send_batch`` of 100 → ``read`` → ``archive``."""
+
+    enqueue_step = 100
+
+    def enqueue(self, count: int) -> None:
+        self.send_batch([{"n": 1}] * count)
+
+
+class QuietStoreArchiveWorker(StoreArchiveWorker):
+    """``store_archive`` with ``notify="off"``: what the writes' notifications cost."""
+
+    notify = "off"
+
+
+class QuietStoreDeleteWorker(StoreDeleteWorker):
+    """``store_delete`` with ``notify="off"``."""
+
+    notify = "off"
+
+
 WORKERS: dict[str, Any] = {
     "store_archive": StoreArchiveWorker,
+    "store_retire": StoreRetireWorker,
     "store_delete": StoreDeleteWorker,
+    "store_bulk": StoreBulkWorker,
     "pgmq_archive": PgmqArchiveWorker,
     "pgmq_delete": PgmqDeleteWorker,
+    "pgmq_bulk": PgmqBulkWorker,
+    "shaped_archive": ShapedArchiveWorker,
+    "shaped_delete": ShapedDeleteWorker,
+    # not in the scenario's variants: ``python -m bench.notify_lifecycle`` compares them
+    "store_archive_quiet": QuietStoreArchiveWorker,
+    "store_delete_quiet": QuietStoreDeleteWorker,
 }
 
 
@@ -151,9 +246,13 @@ def cycle(
         meter.start()
         start = now()
         stop_at, keys, calls, sent, capped = start + cap_seconds, [], 0, 0, False
+        # A bulk worker enqueues 100 per call, every 100 / batch consume steps: the same
+        # items per step as the others, in fewer calls.
+        step_size = getattr(worker, "enqueue_step", batch)
+        every = max(1, step_size // batch)
         while True:
-            if sent < items:
-                step = min(batch, items - sent)
+            if sent < items and calls % every == 0:
+                step = min(step_size, items - sent)
                 worker.enqueue(step)
                 sent += step
             won = worker.consume()
@@ -176,8 +275,8 @@ def cycle(
         worker.close()
 
 
-def reset(store_url: str, queue_url: str) -> None:
-    """Empty the store's two tables and pgmq-shaped ones; vacuum both, as between rounds."""
+def reset(store_url: str, queue_url: str, pgmq_url: str | None = None) -> None:
+    """Empty the store's two tables, the pgmq-shaped ones and pgmq's queue; vacuum them."""
     with psycopg.connect(store_url, autocommit=True) as conn:
         for table in (TABLE, ARCHIVE):
             conn.execute(
@@ -187,6 +286,8 @@ def reset(store_url: str, queue_url: str) -> None:
     from bench import readdelete_queue
 
     readdelete_queue.create(queue_url)
+    if pgmq_url is not None:
+        pgmq_real.create(pgmq_url)
 
 
 def left_over(store_url: str) -> tuple[int, int]:

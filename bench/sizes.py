@@ -69,6 +69,9 @@ class Sizes:
     lifecycle_items: int = 4_000
     lifecycle_rounds: int = 3
     lifecycle_cap_seconds: float = 60.0
+    #: enqueue (issue 42): items one producer hands in per variant, alternations
+    enqueue_items: int = 10_000
+    enqueue_rounds: int = 3
     #: through Airflow, deployed (issue 33): items for the mapped and the batch recipe
     dispatch_mapped_items: int = 200
     dispatch_batch_items: int = 1_000
@@ -149,6 +152,8 @@ QUICK = Sizes(
     lifecycle_items=1_000,
     lifecycle_rounds=1,
     lifecycle_cap_seconds=10.0,
+    enqueue_items=2_000,
+    enqueue_rounds=1,
     dispatch_mapped_items=20,
     dispatch_batch_items=100,
 )
@@ -192,6 +197,8 @@ TINY = Sizes(
     lifecycle_items=80,
     lifecycle_rounds=1,
     lifecycle_cap_seconds=10.0,
+    enqueue_items=100,
+    enqueue_rounds=1,
     dispatch_mapped_items=3,
     dispatch_batch_items=10,
 )

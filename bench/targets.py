@@ -198,9 +198,13 @@ def check(data: dict[str, Any]) -> list[Check]:
 
         checks += target_checks(data["soak"])
     if "lifecycle" in data:
-        from bench.scenarios.lifecycle import target_check
+        from bench.scenarios.lifecycle import target_checks as lifecycle_checks
 
-        checks.append(target_check(data["lifecycle"]))
+        checks += lifecycle_checks(data["lifecycle"])
+    if "enqueue" in data:
+        from bench.scenarios.enqueue import target_checks as enqueue_checks
+
+        checks += enqueue_checks(data["enqueue"])
     if "delete" in data:
         from bench.scenarios.delete_drain import target_check as delete_check
 

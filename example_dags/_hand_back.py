@@ -44,7 +44,9 @@ def hand_back(**context: Any) -> dict[str, list[str]]:
     Guarded on ``claimedBy`` and ``in_flight``: a row another run re-claimed since, or
     that this run finished, is left alone. Each hand-back counts an attempt; after
     ``max_attempts`` the row goes to ``failed``, the dead-letter list, rather than
-    back to ``pending`` (a row that fails every time must not loop for ever).
+    back to ``pending`` (a row that fails every time must not loop for ever). The rows
+    go back in at most two calls, one per outcome (``atomic_update_many``: each row's
+    guard judged on its own), however many there are.
     """
     params, me = context["params"], execution_id(context)
     ours = [*IN_FLIGHT, {"field": "claimedBy", "operator": "equals", "value": me}]
@@ -52,22 +54,25 @@ def hand_back(**context: Any) -> dict[str, list[str]]:
     if not params.get("hand_back", True):  # left to the stale-claim recovery
         return handed
     with AtomicStoreHook(params["conn_id"]) as hook:
+        going: dict[str, list[str]] = {"pending": [], "failed": []}
         for row in hook.query(params["table"], where=ours, limit=1000):
             attempts = int(row["value"].get("attempts") or 0) + 1
-            status = "failed" if attempts >= params["max_attempts"] else "pending"
-            back = hook.atomic_update(
+            going["failed" if attempts >= params["max_attempts"] else "pending"].append(row["key"])
+        for status, keys in going.items():
+            if not keys:
+                continue
+            back = hook.atomic_update_many(
                 params["table"],
-                row["key"],
+                keys,
                 where=ours,
                 mutations=[
                     {"field": "status", "operation": "set", "value": status},
-                    {"field": "attempts", "operation": "set", "value": attempts},
+                    {"field": "attempts", "operation": "increment", "value": 1},
                     {"field": "handedBackAt", "operation": "set", "value": timestamps.now()},
                     {"field": "error", "operation": "set", "value": f"{me}: its task failed"},
                 ],
             )
-            if back["updated"]:
-                handed[status].append(row["key"])
+            handed[status] = [item["key"] for item in back["items"] if item["updated"]]
     return handed
 
 

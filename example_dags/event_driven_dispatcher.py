@@ -36,7 +36,7 @@ from typing import Any
 from airflow.sdk import Asset, AssetWatcher, Param, dag, task
 
 from airflow_atomic_store import AtomicClaimOperator, AtomicStoreHook
-from airflow_atomic_store.templating import execution_id
+from airflow_atomic_store.templating import execution_id, task_instance_key
 from airflow_atomic_store.triggers import ClaimableRowsTrigger
 
 try:  # imported as airflow_atomic_store.example_dags.<module>, as provider info lists it
@@ -86,30 +86,33 @@ EVENT_PARAMS: dict[str, Any] = queue_params(TABLE, EFFECTS_TABLE)
     params={
         "conn_id": QUEUE_PARAMS["conn_id"],
         "table": EVENT_PARAMS["table"],
-        "count": Param(5, type="integer", minimum=0, description="how many items to enqueue"),
+        "count": Param(
+            5, type="integer", minimum=0, maximum=10_000, description="how many items to enqueue"
+        ),
         "key_prefix": Param("evt", type="string", description="item keys are <prefix>-0000…"),
     },
 )
 def event_producer() -> None:
     @task
     def enqueue(**context: Any) -> list[str]:
-        """Add ``count`` pending items; a retried or repeated run adds none twice."""
-        params, added = context["params"], []
+        """Add ``count`` pending items in one call; a retried or repeated run adds none twice."""
+        params = context["params"]
+        items = [
+            {
+                "key": f"{params['key_prefix']}-{n:04d}",
+                "insert_value": {
+                    "status": "pending",
+                    "payload": {"item": n},
+                    "enqueuedBy": execution_id(context),
+                },
+            }
+            for n in range(params["count"])
+        ]
         with AtomicStoreHook(params["conn_id"]) as hook:
-            for n in range(params["count"]):
-                key = f"{params['key_prefix']}-{n:04d}"
-                result = hook.atomic_upsert(
-                    params["table"],
-                    key,
-                    insert_value={
-                        "status": "pending",
-                        "payload": {"item": n},
-                        "enqueuedBy": execution_id(context),
-                    },
-                )
-                if result["inserted"]:
-                    added.append(key)
-        return added
+            result = hook.atomic_upsert_many(
+                params["table"], items, idempotency_key=task_instance_key(context)
+            )
+        return [item["key"] for item in result["items"] if item["inserted"]]
 
     enqueue()
 

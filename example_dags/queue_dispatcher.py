@@ -22,7 +22,8 @@ from typing import Any
 from airflow.sdk import Param, dag, task
 
 from airflow_atomic_store import AtomicClaimOperator, AtomicStoreHook
-from airflow_atomic_store.templating import execution_id
+from airflow_atomic_store.spec.bulk import BULK_LIMIT
+from airflow_atomic_store.templating import execution_id, task_instance_key
 
 try:  # imported as airflow_atomic_store.example_dags.<module>, as provider info lists it
     from ._queue_processing import QUEUE_PARAMS, process_claimed_rows
@@ -50,20 +51,26 @@ def queue_producer() -> None:
     def enqueue(**context: Any) -> list[str]:
         """Add ``count`` pending items; a retried or repeated run adds none twice."""
         params, added = context["params"], []
+        items = [
+            {
+                "key": f"{params['key_prefix']}-{n:04d}",
+                "insert_value": {
+                    "status": "pending",
+                    "payload": {"item": n},
+                    "enqueuedBy": execution_id(context),
+                },
+            }
+            for n in range(params["count"])
+        ]
         with AtomicStoreHook(params["conn_id"]) as hook:
-            for n in range(params["count"]):
-                key = f"{params['key_prefix']}-{n:04d}"
-                result = hook.atomic_upsert(  # seed-if-missing: never resets an item in flight
+            for start in range(0, len(items), BULK_LIMIT):  # one statement per 10,000 items
+                result = hook.atomic_upsert_many(  # seed-if-missing: never resets one in flight
                     params["table"],
-                    key,
-                    insert_value={
-                        "status": "pending",
-                        "payload": {"item": n},
-                        "enqueuedBy": execution_id(context),
-                    },
+                    items[start : start + BULK_LIMIT],
+                    # a retry of this task replays what its first try inserted
+                    idempotency_key=task_instance_key(context, f"items-{start}"),
                 )
-                if result["inserted"]:
-                    added.append(key)
+                added += [item["key"] for item in result["items"] if item["inserted"]]
         print(f"enqueued {len(added)} new item(s) of {params['count']}")
         return added
 

@@ -32,6 +32,9 @@ from airflow.sdk import Param, dag, task
 
 from airflow_atomic_store import AtomicStoreHook
 
+#: The longest retention ``retire`` takes: a century, in days.
+MAX_DAYS = 36_500
+
 
 @dag(
     schedule="@daily",
@@ -42,18 +45,27 @@ from airflow_atomic_store import AtomicStoreHook
     params={
         "conn_id": Param("atomic_store_default", type="string"),
         "table": Param("pending_ops", type="string", description="the queue's table"),
-        "retention_days": Param(7, type="number", minimum=0, description="keep done rows"),
+        # The bounds are retire's own: a run retires "done" rows and then "failed" ones,
+        # and a value refused only at the second call would fail the task after the
+        # first had deleted. Airflow checks params before any task runs.
+        "retention_days": Param(
+            7, type="number", minimum=0, maximum=MAX_DAYS, description="keep done rows"
+        ),
         "failed_retention_days": Param(
             None,
             type=["null", "number"],
             minimum=0,
+            maximum=MAX_DAYS,
             description="retire failed rows too, after this many days (null: keep them)",
         ),
         "archive_table": Param(
-            None, type=["null", "string"], description="copy retired rows here first"
+            None,
+            type=["null", "string"],
+            minLength=1,
+            description="copy retired rows here first",
         ),
         "batch": Param(500, type="integer", minimum=1, maximum=10_000),
-        "time_budget_seconds": Param(300, type="number", minimum=0),
+        "time_budget_seconds": Param(300, type="number", minimum=0, maximum=86_400),
     },
 )
 def queue_housekeeping() -> None:
@@ -81,7 +93,11 @@ def queue_housekeeping() -> None:
     @task
     def report(retired: dict[str, Any]) -> int:
         for status, outcome in retired.items():
-            more = "" if outcome["complete"] else " (time budget spent: the next run goes on)"
+            more = {
+                "done": "",
+                "time_budget": " (time budget spent: the next run goes on)",
+                "held": " (the rest is held by other transactions: the next run goes on)",
+            }[outcome["stopped"]]
             print(
                 f"retired {outcome['retired']} {status} row(s) in {outcome['batches']} batch(es){more}"
             )

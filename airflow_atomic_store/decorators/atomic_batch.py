@@ -62,7 +62,7 @@ class _AtomicBatchDecoratedOperator(DecoratedOperator, AtomicBatchOperator):
             **kwargs,
         )
 
-    def row_kwargs(self, row: dict[str, Any], context: Context) -> Mapping[str, Any]:
+    def row_kwargs(self, row: Mapping[str, Any], context: Context) -> Mapping[str, Any]:
         return determine_kwargs(
             self.process_row, [row, *self.op_args], {**context, **self.op_kwargs}
         )

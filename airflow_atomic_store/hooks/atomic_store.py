@@ -38,6 +38,8 @@ STORE_VERBS = (
     "drop_claim_set",
     "explain_claim",
     "retire",
+    "atomic_upsert_many",
+    "atomic_update_many",
 )
 _EXAMPLE_SQLITE_URI = "sqlite:////abs/path/store.db"
 _EXAMPLE_POSTGRES_URI = "postgresql://user:password@host:5432/dbname"
@@ -158,6 +160,8 @@ class AtomicStoreHook(BaseHook):
     drop_claim_set = _store_verb(AtomicStore.drop_claim_set)
     explain_claim = _store_verb(AtomicStore.explain_claim)
     retire = _store_verb(AtomicStore.retire)
+    atomic_upsert_many = _store_verb(AtomicStore.atomic_upsert_many)
+    atomic_update_many = _store_verb(AtomicStore.atomic_update_many)
 
     # -- connection handling ----------------------------------------------------------------
 

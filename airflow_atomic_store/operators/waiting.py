@@ -14,6 +14,7 @@ the rounds' receipts make harmless.)
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -21,6 +22,7 @@ from typing import Any
 
 from airflow_atomic_store import timestamps
 from airflow_atomic_store.spec.watch import parse_seconds
+from airflow_atomic_store.store.receipts import MAX_KEY_BYTES
 
 #: The longest ``wait_timeout``: 30 days.
 WAIT_BOUNDS = (0.0, 30 * 86_400.0)
@@ -54,10 +56,18 @@ class Wait:
     waited_out: bool = False
 
     def key(self, idempotency_key: str | None) -> str | None:
-        """The idempotency key of this round's attempt."""
+        """The idempotency key of this round's attempt.
+
+        Bounded by construction: a key near the store's limit would make
+        ``<key>/wait-N`` too long only once round 0 was recorded, so the key gives
+        way to its digest then (the same on every try, so a retry replays the round).
+        """
         if idempotency_key is None or self.round == 0:
             return idempotency_key
-        return f"{idempotency_key}/wait-{self.round}"
+        suffix = f"/wait-{self.round}"
+        if len((idempotency_key + suffix).encode()) <= MAX_KEY_BYTES:
+            return idempotency_key + suffix
+        return "sha256:" + hashlib.sha256(idempotency_key.encode()).hexdigest() + suffix
 
     def over(self) -> bool:
         """Whether the wait has ended: the trigger timed out, or the deadline passed."""

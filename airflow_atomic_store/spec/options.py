@@ -93,10 +93,18 @@ def project(value: dict[str, Any] | None, fields: tuple[str, ...] | None) -> dic
     return {name: value[name] for name in fields if name in value}
 
 
-def parse_table(table: Any) -> str:
-    table = _name_text(table, "table", "table name")
-    check_text(table, "table", "table names")
-    _check_size(table, MAX_TABLE_BYTES, "table", "a table name")
+def parse_table(table: Any, field: str = "table") -> str:
+    """A logical table's name: text only (``field`` names the argument in errors).
+
+    Unlike a key, an integer is refused: a table is named in the DAG, and
+    ``archive_table=5`` archiving into a table ``"5"`` is a slip, not an id.
+    """
+    if not isinstance(table, str):
+        raise SpecError(field, f"must be a string, got {type(table).__name__}")
+    if not table:
+        raise SpecError(field, "must not be empty")
+    check_text(table, field, "table names")
+    _check_size(table, MAX_TABLE_BYTES, field, "a table name")
     return table
 
 
@@ -108,9 +116,9 @@ def parse_key(key: Any) -> str:
 
 
 def _name_text(name: Any, field: str, what: str) -> str:
-    """A table name or key as text; an integer (a shard, an event id) is its decimal text.
+    """A key as text; an integer (a shard, an event id) is its decimal text.
 
-    Both are text in storage, and an id often arrives as a number (a mapped value,
+    Keys are text in storage, and an id often arrives as a number (a mapped value,
     ``dag_run.conf``): ``7`` and ``"7"`` name the same row. A bool is not a name.
     """
     if isinstance(name, bool) or not isinstance(name, (str, int)):

@@ -23,6 +23,7 @@ from airflow_atomic_store.spec import (
     parse_where,
     project,
 )
+from airflow_atomic_store.spec.bulk import keys_target, parse_keys, parse_upsert_items
 from airflow_atomic_store.spec.options import parse_claim_mode
 from airflow_atomic_store.store.arguments import (
     claim_mutations,
@@ -40,15 +41,17 @@ from airflow_atomic_store.store.receipts import (
     DEFAULT_RETENTION_SECONDS,
     PURGE_BATCH,
     PURGE_EVERY,
-    Primitive,
     Receipt,
+    Use,
     parse_idempotency_key,
     parse_retention,
 )
 from airflow_atomic_store.store.requests import (
     ClaimRequest,
     Selection,
+    UpdateManyRequest,
     UpdateRequest,
+    UpsertManyRequest,
     UpsertRequest,
 )
 from airflow_atomic_store.store.retention import Retention
@@ -233,7 +236,8 @@ class AtomicStore:
         )
         claim_mode = parse_claim_mode(mode)
         parsed, written = claim_mutations(claim_mode, mutations, execution_id, conditions)
-        receipt = self._receipt(idempotency_key, "claim", table, "")
+        use: Use = "delete-claim" if claim_mode == "delete" else "claim"
+        receipt = self._receipt(idempotency_key, use, table, "")
         selection = Selection(table, conditions, match_mode, ordering, count)
         result = self._claims.run(ClaimRequest(selection, parsed, receipt, claim_mode), written)
         claimed: list[dict[str, Any]]
@@ -296,7 +300,7 @@ class AtomicStore:
         return self._receipt_retention
 
     def _receipt(
-        self, idempotency_key: str | None, primitive: Primitive, table: str, target: str
+        self, idempotency_key: str | None, primitive: Use, table: str, target: str
     ) -> Receipt | None:
         """The receipt a keyed call records; every so often, expired receipts go first."""
         if idempotency_key is None:
@@ -341,6 +345,96 @@ class AtomicStore:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+    # -- many rows per call (issue 42): one statement (PostgreSQL) or transaction (SQLite) --
+
+    def atomic_upsert_many(
+        self,
+        table: str,
+        items: Sequence[Any],
+        *,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Upsert many rows in one step: ``atomic_upsert`` for each item, all or nothing.
+
+        ``items``: up to 10,000 of ``{"key", "insert_value"[, "mutations"]}`` (or
+        ``(key, insert_value[, mutations])``), keys distinct. An absent row gets its
+        ``insert_value``; a present one its item's ``mutations``, or nothing (the default:
+        seed-if-missing, so a producer that enqueues the same items again adds none
+        twice). The rows of one call get ``createdAt`` in the order given, so a queue
+        takes them FIFO. Every item is checked before any I/O: one bad item fails the
+        call, naming it, and nothing is written; a mutation that cannot apply to its row
+        fails the call the same way.
+
+        Returns ``{"items": [{"key", "inserted"}, …], "inserted": n}`` in the items'
+        order (``n``: how many were inserted). With ``idempotency_key`` a repeated call
+        (the same keys) applies nothing and returns the first call's result,
+        ``replayed: True``.
+        """
+        table = parse_table(table)
+        parsed = parse_upsert_items(items)
+        keys = [item.key for item in parsed]
+        target = "" if idempotency_key is None else keys_target(keys)
+        receipt = self._receipt(idempotency_key, "upsert_many", table, target)
+        if parsed:
+            done = self._backend.upsert_many(UpsertManyRequest(table, parsed, receipt))
+            inserted, replayed = done.inserted, done.replayed
+        else:
+            inserted, replayed = frozenset(), False
+        result = {
+            "items": [{"key": key, "inserted": key in inserted} for key in keys],
+            "inserted": len(inserted),
+        }
+        return with_replayed(result, receipt, replayed)
+
+    def atomic_update_many(
+        self,
+        table: str,
+        keys: Sequence[str],
+        *,
+        where: Any = None,
+        match: str = "all",
+        mutations: Any,
+        idempotency_key: str | None = None,
+        archive_table: str | None = None,
+    ) -> dict[str, Any]:
+        """Compare-and-set many rows in one step: the same ``mutations`` on each of ``keys``
+        whose row exists and satisfies ``where``, each row judged on its own.
+
+        What finishes a claimed batch: ``where=[{"field": "claimedBy", "operator":
+        "equals", "value": me}]`` applies to the rows this run still holds and leaves the
+        ones another run took over. Never creates a row. Up to 10,000 distinct keys; a
+        mutation that cannot apply to one row fails the call and nothing is written.
+        With ``archive_table`` the rows it applies to move there, with their new value,
+        in the same statement (pgmq's ``archive``; a row of the same key there is
+        replaced).
+
+        Returns ``{"items": [{"key", "updated"}, …], "updated": n}`` in the keys' order.
+        With ``idempotency_key`` a repeated call applies nothing and returns the first
+        call's result, ``replayed: True``.
+        """
+        table = parse_table(table)
+        parsed_keys = parse_keys(keys)
+        conditions, mode = parse_where(where), parse_match(match)
+        parsed = required_mutations(mutations, "mutations")
+        archive = None if archive_table is None else parse_table(archive_table)
+        if archive == table:
+            raise SpecError("archive_table", "must not be the table being updated")
+        target = "" if idempotency_key is None else keys_target(parsed_keys)
+        receipt = self._receipt(idempotency_key, "update_many", table, target)
+        if parsed_keys:
+            request = UpdateManyRequest(
+                table, parsed_keys, conditions, mode, parsed, receipt, archive
+            )
+            done = self._backend.update_many(request)
+            updated, replayed = done.updated, done.replayed
+        else:
+            updated, replayed = frozenset(), False
+        result = {
+            "items": [{"key": key, "updated": key in updated} for key in parsed_keys],
+            "updated": len(updated),
+        }
+        return with_replayed(result, receipt, replayed)
 
 
 def _flag(value: object, name: str) -> bool:

@@ -25,8 +25,12 @@ from airflow_atomic_store.store.requests import (
     Row,
     Selection,
     Updated,
+    UpdatedMany,
+    UpdateManyRequest,
     UpdateRequest,
     Upserted,
+    UpsertedMany,
+    UpsertManyRequest,
     UpsertRequest,
 )
 from airflow_atomic_store.store.snapshot import Snapshot
@@ -109,6 +113,11 @@ class Backend(SetStorage, Protocol):
     and the caller asks again without it.
     """
 
+    #: Whether a claim steps past rows other transactions hold (PostgreSQL's ``SKIP
+    #: LOCKED``) instead of waiting for them (SQLite: one writer at a time). Where it
+    #: does, a short batch does not mean nothing matching is left (``retention.py``).
+    skips_held_rows: bool
+
     def put(self, table: str, key: str, value: dict[str, Any]) -> None:
         """Create or replace a row; a replaced row keeps its ``created_at``."""
         ...
@@ -159,3 +168,15 @@ class Backend(SetStorage, Protocol):
         ...
 
     def close(self) -> None: ...
+
+    # -- many rows per call (issue 42) ----------------------------------------------------
+
+    def upsert_many(self, request: UpsertManyRequest) -> UpsertedMany:
+        """Every item upserted, or none (one statement or transaction); with a receipt,
+        at most once per key, a repeat answering the recorded keys, ``replayed``."""
+        ...
+
+    def update_many(self, request: UpdateManyRequest) -> UpdatedMany:
+        """Each key's row that exists and satisfies ``where`` gets the mutations (or moves
+        to ``archive_table`` with them), all or none; rows locked in key order."""
+        ...

@@ -6,7 +6,7 @@ from collections.abc import Collection
 
 from airflow_atomic_store.store.backend import Backend, ClaimSetGone
 from airflow_atomic_store.store.claim_sets import ClaimSetCatalog
-from airflow_atomic_store.store.requests import Claimed, ClaimRequest
+from airflow_atomic_store.store.requests import Claimed, ClaimRequest, Selection
 
 
 class Claims:
@@ -36,3 +36,24 @@ class Claims:
         except ClaimSetGone:
             self._claim_sets.forget(selection.table)
             return self._backend.claim(request)
+
+    @property
+    def skips_held_rows(self) -> bool:
+        """Whether a short batch may have stepped past rows others hold (``Backend``)."""
+        return self._backend.skips_held_rows
+
+    def count(self, selection: Selection) -> int:
+        """How many rows match ``selection`` (at most its limit), locked ones included,
+        through the set a claim of it would use: what a short batch of claims left."""
+        chosen = self._claim_sets.for_claim(
+            selection.table,
+            selection.where,
+            selection.match,
+            selection.ordering.column,
+            may_declare=False,
+        )
+        try:
+            return self._backend.count(selection.served_by(chosen)).count
+        except ClaimSetGone:
+            self._claim_sets.forget(selection.table)
+            return self._backend.count(selection).count

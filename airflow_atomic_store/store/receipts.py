@@ -1,6 +1,7 @@
 """Idempotency receipts: a primitive called with a key applies at most once per key.
 
-The receipt (the key, what it was used for, the call's raw result) is written
+The receipt (the key, what it was used for: the primitive, for a claim its mode,
+the table and row; the call's raw result) is written
 in the same transaction as the effect, so a call that applied has a receipt
 and a call that did not apply has none. A later call with the key applies
 nothing and returns the recorded result; a concurrent one waits for the first
@@ -16,7 +17,13 @@ from typing import Literal
 from airflow_atomic_store.exceptions import IdempotencyKeyError, ResultTooLargeError, SpecError
 from airflow_atomic_store.spec import check_text
 
-Primitive = Literal["update", "claim", "upsert"]
+Primitive = Literal["update", "claim", "upsert", "upsert_many", "update_many"]
+#: What a receipt records as its use: the primitive, and for a claim its mode.
+#: A mark-claim records "claim" (as receipts always have); a delete-claim records
+#: "delete-claim", so a key reused across modes is refused: a replayed mark batch
+#: is still in the table (``in_flight``), a replayed delete batch is gone from it.
+#: Text in the existing ``primitive`` column: no schema change.
+Use = Literal["update", "claim", "delete-claim", "upsert", "upsert_many", "update_many"]
 
 #: Long enough to outlive Airflow's retry windows many times over (retries with
 #: exponential back-off, a task cleared and re-run the next day).
@@ -38,7 +45,7 @@ class Receipt:
     """What a keyed call records: the key and the one use it may be replayed for."""
 
     key: str
-    primitive: Primitive
+    primitive: Use
     table: str
     target: str  # the row key; claims have none
     retention: float

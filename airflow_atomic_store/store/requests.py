@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_atomic_store.spec import Condition, Mutation, Ordering
+from airflow_atomic_store.spec.bulk import UpsertItem
 from airflow_atomic_store.spec.options import ClaimMode
 from airflow_atomic_store.store.claim_sets import ChosenSet
 from airflow_atomic_store.store.receipts import Receipt
@@ -125,3 +126,46 @@ class Backlog:
     def from_row(cls, row: Sequence[Any] | None) -> Backlog:
         """A count statement's result row: ``(count, first key)``."""
         return cls(int(row[0]), row[1]) if row else cls(0, None)
+
+
+# -- many rows per call (issue 42): ``atomic_upsert_many`` and ``atomic_update_many`` --------
+
+
+@dataclass(frozen=True)
+class UpsertManyRequest:
+    """Insert each item's ``insert_value`` where its row is absent, else apply its
+    ``mutations`` (none: leave the row as it is), all in one statement or transaction."""
+
+    table: str
+    items: Sequence[UpsertItem]
+    receipt: Receipt | None = None
+
+
+@dataclass(frozen=True)
+class UpdateManyRequest:
+    """Apply ``mutations`` to each of ``keys`` whose row exists and satisfies ``where`` (each
+    row judged on its own); with ``archive_table`` the rows that applied move there."""
+
+    table: str
+    keys: Sequence[str]
+    where: Sequence[Condition]
+    match: str
+    mutations: Sequence[Mutation]
+    receipt: Receipt | None = None
+    archive_table: str | None = None
+
+
+@dataclass(frozen=True)
+class UpsertedMany:
+    """The keys whose rows were inserted (the others existed); ``replayed``: from a receipt."""
+
+    inserted: frozenset[str]
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class UpdatedMany:
+    """The keys whose rows the mutations applied to; ``replayed``: from a receipt."""
+
+    updated: frozenset[str]
+    replayed: bool = False

@@ -63,20 +63,32 @@ class Retention:
         rows, for at most ``time_budget``. Never a ``pending`` or ``in_flight`` row; it
         skips rows other claims hold and never waits for them. With ``archive_table``
         each batch is copied there (replacing rows of the same key) by the statement
-        that deletes it. Returns ``{"retired": n, "batches": b, "complete": bool}``;
-        ``complete`` False means the budget ran out first: the next run goes on.
+        that deletes it. Returns ``{"retired": n, "batches": b, "complete": bool,
+        "stopped": why}``: ``stopped`` is ``"done"`` (nothing retirable is left;
+        ``complete`` True), ``"time_budget"`` (the budget ran out first) or ``"held"``
+        (the rest are rows other transactions hold, which a batch steps past instead of
+        waiting; PostgreSQL). Either way the next run goes on.
         """
         plan = plan_retention(
             table, older_than, statuses, finished_field, limit, time_budget, archive_table
         )
-        return plan.run(self._batch)
+        return plan.run(self._batch, self._left)
 
     def _batch(self, plan: RetentionPlan) -> int:
-        selection = Selection(plan.table, plan.where, "all", _FIFO, plan.limit)
-        request = ClaimRequest(selection, (), None, "delete", plan.archive_table)
+        request = ClaimRequest(plan.selection, (), None, "delete", plan.archive_table)
         # The set over the finished statuses serves it: it walks finished rows only.
         written = {plan.where[0].path.top_level}
         return len(self._claims.run(request, written).rows)
+
+    def _left(self, plan: RetentionPlan) -> int:
+        """Whether retirable rows are still there after a short batch: rows others hold.
+
+        Only where claims step past held rows; elsewhere (SQLite) a short batch saw
+        every row, and the check cost a retire that found little 1.3-1.7x its time.
+        """
+        if not self._claims.skips_held_rows:
+            return 0
+        return self._claims.count(Selection(plan.table, plan.where, "all", _FIFO, 1))
 
 
 @dataclass(frozen=True)
@@ -89,11 +101,23 @@ class RetentionPlan:
     time_budget: float
     archive_table: str | None
 
-    def run(self, take_batch: Callable[[RetentionPlan], int]) -> dict[str, Any]:
+    @property
+    def selection(self) -> Selection:
+        """The rows one batch takes: the oldest retirable ones, at most ``limit``."""
+        return Selection(self.table, self.where, "all", _FIFO, self.limit)
+
+    def run(
+        self,
+        take_batch: Callable[[RetentionPlan], int],
+        count_left: Callable[[RetentionPlan], int],
+    ) -> dict[str, Any]:
         """Delete-claim batches until one comes back short or the budget is spent.
 
-        ``complete`` is True when nothing more was retirable at the end; False when
-        the budget ran out first (the next run goes on where this one stopped).
+        A batch comes back short when nothing more is retirable, and also when it
+        stepped past rows other transactions hold (``SKIP LOCKED``): so a short batch
+        is followed by ``count_left`` (one statement a run where rows can be stepped
+        past), and ``complete`` is True only when nothing is left. ``stopped`` says
+        why the run ended.
         """
         deadline = time.monotonic() + self.time_budget
         retired = batches = 0
@@ -101,9 +125,17 @@ class RetentionPlan:
             taken = take_batch(self)
             retired, batches = retired + taken, batches + 1
             if taken < self.limit:
-                return {"retired": retired, "batches": batches, "complete": True}
+                stopped = "held" if count_left(self) else "done"
+                break
             if time.monotonic() >= deadline:
-                return {"retired": retired, "batches": batches, "complete": False}
+                stopped = "time_budget"
+                break
+        return {
+            "retired": retired,
+            "batches": batches,
+            "complete": stopped == "done",
+            "stopped": stopped,
+        }
 
 
 def plan_retention(
@@ -128,7 +160,7 @@ def plan_retention(
         ]
     )
     budget = _seconds(time_budget, "time_budget", low=0.0, high=MAX_BUDGET_SECONDS)
-    archive = None if archive_table is None else parse_table(archive_table)
+    archive = None if archive_table is None else parse_table(archive_table, "archive_table")
     if archive == table:
         raise SpecError("archive_table", "must not be the table being retired")
     count = parse_limit(limit, BATCH_LIMIT)

@@ -15,6 +15,7 @@ from bench.scenarios import (
     airflow_deployed,
     claim_throughput,
     delete_drain,
+    enqueue,
     hot_key,
     idempotency,
     latency,
@@ -39,4 +40,5 @@ SCENARIOS: dict[str, ModuleType] = {
     "lifecycle": lifecycle,
     "deployed": airflow_deployed,
     "delete": delete_drain,
+    "enqueue": enqueue,
 }

@@ -1,12 +1,14 @@
-"""Lifecycle (issue 33): items/s through a whole life, enqueue to retired, against pgmq's shape.
+"""Lifecycle (issues 33, 42): items/s through a whole life, enqueue to retired, against pgmq.
 
-Four variants (:mod:`bench.lifecycle`) for each worker count and batch size:
-the store with an archive (claim, complete, ``retire`` into an archive table)
-and with delete-claims, and pgmq-shaped ``send`` → ``read`` → ``archive`` and
-→ ``delete`` on the same server. Every variant starts on empty tables; they run
-back to back in rotating order, ``lifecycle_rounds`` alternations of each
-configuration, and the figures are medians over the alternations (one run moves
-by ±15 % on a shared machine). Every run checks that each item was retired once.
+For each worker count and batch size, every variant of :mod:`bench.lifecycle`: the
+store one call per item (finish and archive in one step; finish then ``retire``;
+delete-claims) and in bulk (``atomic_upsert_many`` of 100), pgmq's own functions
+(``send``/``send_batch``, ``read``, ``archive``/``delete``: :mod:`bench.pgmq_real`)
+and the hand-written pgmq-shaped statements, all on one server. Every variant
+starts on empty tables; they run back to back in rotating order,
+``lifecycle_rounds`` alternations of each configuration, and the figures are
+medians over the alternations (one run moves by ±15 % on a shared machine). Every
+run checks that each item was retired once.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from bench import lifecycle, loading, readdelete_queue
+from bench import lifecycle, loading, pgmq_real, readdelete_queue
 from bench.drainers import timed_processes
 from bench.environment import BenchEnvironment
 from bench.sizes import Sizes
@@ -22,29 +24,56 @@ from bench.timing import progress
 
 TITLE = "Lifecycle"
 VARIANTS = {
-    "store_archive": "store: claim → complete → retire to archive",
-    "pgmq_archive": "pgmq-shaped: send → read → archive",
-    "store_delete": "store: delete-claim",
-    "pgmq_delete": "pgmq-shaped: send → read → delete",
+    "pgmq_archive": "pgmq: send → read → archive",
+    "shaped_archive": "pgmq-shaped: send → read → archive",
+    "store_archive": "store: put → claim → finish+archive",
+    "store_retire": "store: put → claim → finish → retire",
+    "pgmq_delete": "pgmq: send → read → delete",
+    "shaped_delete": "pgmq-shaped: send → read → delete",
+    "store_delete": "store: put → delete-claim",
+    "pgmq_bulk": "pgmq: send_batch(100) → read → archive",
+    "store_bulk": "store: upsert_many(100) → claim → finish+archive",
 }
-#: each store variant against its pgmq-shaped counterpart
-PAIRS = {"store_archive": "pgmq_archive", "store_delete": "pgmq_delete"}
+#: each store variant against its counterpart: (store, against, what the ratio says)
+PAIRS = (
+    ("store_archive", "pgmq_archive", "archive: store ÷ pgmq"),
+    ("store_delete", "pgmq_delete", "delete: store ÷ pgmq"),
+    ("store_bulk", "pgmq_bulk", "bulk: store ÷ pgmq"),
+    ("store_archive", "shaped_archive", "archive: store ÷ pgmq-shaped"),
+    ("store_retire", "store_archive", "retire later ÷ archive at finish"),
+)
+#: the targets (issue 42): 4 workers, batch 10, store ≥ 1.0x pgmq's own functions
+TARGETS = (
+    ("store_archive", "pgmq_archive", "one call per item: put, claim, finish+archive"),
+    ("store_bulk", "pgmq_bulk", "bulk: upsert_many(100), claim, finish+archive"),
+    ("store_delete", "pgmq_delete", "delete: put, delete-claim"),
+)
 PROCESSES = (1, 4)
 BATCHES = (10, 100)
-#: the target's configuration: 4 workers, batch 10, store with archive ≥ 1.0x pgmq's archive
 TARGET_CELL = (4, 10)
 TARGET = 1.0
 
 
+def _variants(require_extras: bool) -> list[str]:
+    if pgmq_real.available():
+        return list(VARIANTS)
+    if require_extras:
+        raise SystemExit("pgmq is missing: run `make bench` (bench group: pgmq 1.1.4)")
+    return [kind for kind in VARIANTS if not kind.startswith("pgmq")]
+
+
 def _one(kind: str, urls: dict[str, str], processes: int, batch: int, sizes: Sizes) -> dict:
-    store_url, queue_url = urls["store"], urls["queue"]
-    lifecycle.reset(store_url, queue_url)
-    url = queue_url if kind.startswith("pgmq") else store_url
+    store_url, queue_url, pgmq_url = urls["store"], urls["queue"], urls.get("pgmq")
+    lifecycle.reset(store_url, queue_url, pgmq_url)
+    family = kind.split("_", 1)[0]
+    url = {"store": store_url, "shaped": queue_url, "pgmq": pgmq_url}[family]
     share = sizes.lifecycle_items // processes
     cap = sizes.lifecycle_cap_seconds
     result = timed_processes(lifecycle.cycle, (kind, url, batch, share, cap), processes, cap)
     expected = share * processes
-    if kind.startswith("pgmq"):
+    if family == "pgmq":
+        left, archived = pgmq_real.counts(pgmq_url)  # type: ignore[arg-type]
+    elif family == "shaped":
         left, archived = readdelete_queue.counts(queue_url)
     else:
         left, archived = lifecycle.left_over(store_url)
@@ -54,15 +83,14 @@ def _one(kind: str, urls: dict[str, str], processes: int, batch: int, sizes: Siz
         and result["claimed"] == expected
         and result["duplicates"] == 0
         and left == 0
-        and archived == (expected if kind.endswith("archive") else 0)
+        and archived == (0 if kind.endswith("delete") else expected)
     )
     return result
 
 
 def _configuration(
-    urls: dict[str, str], sizes: Sizes, processes: int, batch: int, turn: int
+    urls: dict[str, str], sizes: Sizes, names: list[str], processes: int, batch: int, turn: int
 ) -> dict[str, Any]:
-    names = list(VARIANTS)
     turn %= len(names)
     order = names[turn:] + names[:turn]
     entry: dict[str, Any] = {"processes": processes, "batch": batch, "order": order}
@@ -77,15 +105,19 @@ def _configuration(
 
 
 def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[str, Any]:
+    names = _variants(require_extras)
     urls = {"store": env.postgres_url(), "queue": env.postgres_url("readdelete")}
+    if any(kind.startswith("pgmq") for kind in names):
+        urls["pgmq"] = env.postgres_url("pgmq")
+        pgmq_real.install(urls["pgmq"])
     loading.create_schema(urls["store"])
     rounds: list[dict[str, Any]] = []
     for round_number in range(sizes.lifecycle_rounds):
         for processes in PROCESSES:
             for batch in BATCHES:
                 turn = round_number + len(rounds)
-                rounds.append(_configuration(urls, sizes, processes, batch, turn))
-    return {"items": sizes.lifecycle_items, "rounds": rounds}
+                rounds.append(_configuration(urls, sizes, names, processes, batch, turn))
+    return {"items": sizes.lifecycle_items, "rounds": rounds, "pgmq": pgmq_real.version()}
 
 
 def median_rate(data: dict[str, Any], processes: int, batch: int, kind: str) -> float:
@@ -112,48 +144,70 @@ def _cpu_ratio(data: dict[str, Any], processes: int, batch: int, store: str, que
     return f"{mine:.0f} / {theirs:.0f}" if mine and theirs else "-"
 
 
-def target_check(data: dict[str, Any]) -> tuple[str, str, bool]:
+def _measured(data: dict[str, Any]) -> list[str]:
+    return [kind for kind in VARIANTS if kind in data["rounds"][0]]
+
+
+def target_checks(data: dict[str, Any]) -> list[tuple[str, str, bool]]:
     processes, batch = TARGET_CELL
-    store = median_rate(data, processes, batch, "store_archive")
-    queue = median_rate(data, processes, batch, "pgmq_archive")
-    return (
-        f"lifecycle, {processes} workers, batch {batch}: store (claim, complete, retire to "
-        f"archive) ≥ {TARGET:.1f}x pgmq-shaped send/read/archive",
-        f"{store:,.0f} vs {queue:,.0f} items/s = {store / queue:.2f}x",
-        store >= TARGET * queue,
-    )
+    measured = _measured(data)
+    checks = []
+    for store_kind, pgmq_kind, label in TARGETS:
+        if pgmq_kind not in measured:
+            continue
+        store = median_rate(data, processes, batch, store_kind)
+        queue = median_rate(data, processes, batch, pgmq_kind)
+        checks.append(
+            (
+                f"lifecycle, {processes} workers, batch {batch}, {label} ≥ {TARGET:.1f}x pgmq "
+                f"({VARIANTS[pgmq_kind].removeprefix('pgmq: ')})",
+                f"{store:,.0f} vs {queue:,.0f} items/s = {store / queue:.2f}x",
+                store >= TARGET * queue,
+            )
+        )
+    return checks
 
 
 def section(data: dict[str, Any]) -> str:
     from bench.report_format import table
 
     alternations = len(data["rounds"]) // (len(PROCESSES) * len(BATCHES))
+    measured = _measured(data)
+    pairs = [(s, q, label) for s, q, label in PAIRS if s in measured and q in measured]
     body = []
     for processes in PROCESSES:
         for batch in BATCHES:
-            rates = {kind: median_rate(data, processes, batch, kind) for kind in VARIANTS}
+            rates = {kind: median_rate(data, processes, batch, kind) for kind in measured}
             body.append(
                 [
                     str(processes),
                     str(batch),
-                    *(f"{rates[kind]:,.0f}" for kind in VARIANTS),
-                    *(f"{rates[s] / rates[q]:.2f}x" for s, q in PAIRS.items()),
-                    *(_cpu_ratio(data, processes, batch, s, q) for s, q in PAIRS.items()),
+                    *(f"{rates[kind]:,.0f}" for kind in measured),
+                    *(f"{rates[s] / rates[q]:.2f}x" for s, q, _ in pairs),
                 ]
             )
-    once = all(r[kind]["exactly_once"] for r in data["rounds"] for kind in VARIANTS)
-    check = target_check(data)
+    cpu_rows = []
+    for processes in PROCESSES:
+        for batch in BATCHES:
+            costs = [median_cpu(data, processes, batch, kind) for kind in measured]
+            cpu_rows.append(
+                [str(processes), str(batch), *(f"{c:.0f}" if c else "-" for c in costs)]
+            )
+    once = all(r[kind]["exactly_once"] for r in data["rounds"] for kind in measured)
+    checks = target_checks(data)
     return "\n".join(
         [
-            f"{data['items']:,} items per run, each enqueued one call at a time (`put`, "
-            "`send`), claimed in batches, completed and retired; items/s from the first "
-            f"enqueue to the last retirement, median of {alternations} alternation(s) of the "
-            "four variants (rotating order, empty tables each time). The store completes a "
-            "batch in one guarded statement (`status = in_flight AND claimedBy = me` → `done`, "
-            "`finishedAt`) and `retire`s it into an archive table, as pgmq's `archive` moves "
-            "messages into `a_<queue>`. *CPU µs/item*: what one item cost the worker processes "
-            "and their server backends together (`bench/cpu.py`); on 2 cores the rate is "
-            "bounded by 2,000,000 ÷ that, so it says why a variant is ahead even under load. "
+            f"{data['items']:,} items per run, each enqueued (one call per item: `put`, "
+            "`send`; or 100 per call: `atomic_upsert_many`, `send_batch`), claimed in batches, "
+            "finished and retired; items/s from the first enqueue to the last retirement, "
+            f"median of {alternations} alternation(s) of the variants (rotating order, empty "
+            "tables each time). *pgmq* is pgmq's own SQL functions "
+            f"(`pgmq.sql` {data.get('pgmq', '')} from the PyPI package `pgmq` 1.1.4, installed "
+            "as plain SQL into the same server); *pgmq-shaped* the hand-written reproduction "
+            "of its statements. The store finishes a batch with one `atomic_update_many` "
+            "guarded on `claimedBy = me` (`done`, `finishedAt`) that moves the rows to an "
+            "archive table in the same statement, as pgmq's `archive` moves messages into "
+            "`a_<queue>`; *retire* finishes in place and `retire`s into the archive after. "
             "Every item retired exactly once: "
             f"{'yes' if once else '**NO**'}.",
             "",
@@ -161,15 +215,21 @@ def section(data: dict[str, Any]) -> str:
                 [
                     "workers",
                     "batch",
-                    *(f"{label} items/s" for label in VARIANTS.values()),
-                    "archive: store ÷ pgmq",
-                    "delete: store ÷ pgmq",
-                    "archive: CPU µs/item, store / pgmq",
-                    "delete: CPU µs/item, store / pgmq",
+                    *(f"{VARIANTS[kind]} items/s" for kind in measured),
+                    *(label for _, _, label in pairs),
                 ],
                 body,
             ),
             "",
-            f"Target: {check[0]}: {check[1]}, {'met' if check[2] else '**missed**'}.",
+            "CPU µs per item (worker processes and their server backends together, "
+            "`bench/cpu.py`; on 2 cores the rate is bounded by 2,000,000 ÷ that, so it says "
+            "why a variant is ahead even under load):",
+            "",
+            *table(["workers", "batch", *(VARIANTS[kind] for kind in measured)], cpu_rows),
+            "",
+            *(
+                f"Target: {label}: {figure}, {'met' if ok else '**missed**'}."
+                for label, figure, ok in checks
+            ),
         ]
     )

@@ -127,3 +127,30 @@ def test_the_function_writes_through_the_batchs_open_store_when_it_names_atomic_
     assert stores.read_text().split()[0] == "AtomicStoreHook"
     with AtomicStore(store_url) as store:
         assert sorted(row["key"] for row in store.query("effects")) == ["job-0", "job-1", "job-2"]
+
+
+def test_a_batch_finishes_its_rows_in_one_call_and_leaves_a_row_taken_over_meanwhile(
+    run_dag: RunDag, store_conn: str, store_url: str, dag_id: str
+) -> None:
+    _enqueue(store_url, 4)
+    with new_dag(dag_id) as dag:
+
+        @task.atomic_batch(conn_id=store_conn, table="jobs", where=PENDING, limit=10)
+        def process(row: dict, atomic_store: Any = None) -> None:
+            if row["key"] == "job-0":  # stale-claim recovery hands job-3 to another run
+                atomic_store.atomic_update(
+                    "jobs",
+                    "job-3",
+                    mutations=[{"field": "claimedBy", "operation": "set", "value": "other-run"}],
+                )
+
+        process()
+
+    run = run_dag(dag)
+    assert run.xcom("process") == {"claimed": 4, "done": 3, "failed": 0, "skipped": 1}
+    with AtomicStore(store_url) as store:
+        values = {row["key"]: row["value"] for row in store.query("jobs")}
+    assert values["job-3"]["status"] == "in_flight"  # the other run finishes it
+    assert values["job-3"]["claimedBy"] == "other-run"
+    finished = {values[f"job-{n}"]["finishedAt"] for n in range(3)}
+    assert len(finished) == 1  # recorded by one atomic_update_many, not one call per row

@@ -35,7 +35,7 @@ def test_the_providers_manager_lists_the_provider_with_its_version() -> None:
     assert provider.data["hooks"][0]["python-modules"] == [
         "airflow_atomic_store.hooks.atomic_store"
     ]
-    assert len(provider.data["operators"][0]["python-modules"]) == 3
+    assert len(provider.data["operators"][0]["python-modules"]) == 4
 
 
 @pytest.mark.skipif(SQLITE_PROVIDER, reason="the SQLite provider owns the sqlite type here")

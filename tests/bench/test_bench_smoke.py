@@ -28,6 +28,7 @@ SCENARIOS = [
     "soak",
     "lifecycle",
     "delete",
+    "enqueue",
 ]
 #: minutes each (a deployment, or Airflow's first ``dag.test()``): only under ATOMIC_STORE_LONG
 LONG_SCENARIOS = ["airflow", "deployed"]
@@ -66,7 +67,8 @@ def test_the_benchmark_harness_runs_every_scenario_and_writes_a_report(tmp_path:
     )  # aged, delete
     assert "## 13. Delete-mode drain" in text
     assert "(f) store, delete mode rows/s" in text and "(g) pgmq-shaped pop rows/s" in text
-    assert "Lifecycle" in text and "≥ 1.0x pgmq-shaped send/read/archive" in text
+    assert "Lifecycle" in text and "finish+archive ≥ 1.0x pgmq (send → read → archive)" in text
+    assert "## 14. Enqueue" in text and "bulk ÷ pgmq send_batch ≥ 1x" in text
     assert "Every item retired exactly once: yes" in text
     assert "| client CPU µs/row | server CPU µs/row |" in text  # the drains' CPU per row
     assert "with an idempotency key ≤ 1.3x the same call without one" in text

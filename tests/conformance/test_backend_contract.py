@@ -9,13 +9,18 @@ import pytest
 
 from airflow_atomic_store.exceptions import IdempotencyKeyError
 from airflow_atomic_store.spec import parse_mutations, parse_ordering, parse_where
+from airflow_atomic_store.spec.bulk import UpsertItem
 from airflow_atomic_store.store.backend import Backend
 from airflow_atomic_store.store.receipts import Receipt
 from airflow_atomic_store.store.requests import (
     Backlog,
     ClaimRequest,
     Selection,
+    UpdatedMany,
+    UpdateManyRequest,
     UpdateRequest,
+    UpsertedMany,
+    UpsertManyRequest,
     UpsertRequest,
 )
 
@@ -211,3 +216,73 @@ def test_a_delete_claim_removes_its_rows_and_answers_their_last_values(
     first, again = contract_backend.claim(keyed), contract_backend.claim(keyed)
     assert [key for key, _ in first.rows] == keys[3:]
     assert (again.rows, again.replayed) == (first.rows, True)
+
+
+# -- many rows per call (issue 42) ---------------------------------------------------------
+
+
+def test_upsert_many_inserts_the_absent_rows_mutates_the_present_and_answers_the_inserted(
+    contract_backend: Backend,
+) -> None:
+    contract_backend.put("t", "b", {"n": 5})
+    contract_backend.put("t", "c", {"n": 7})
+    items = (
+        UpsertItem("a", {"n": 0}, ADD_ONE),
+        UpsertItem("b", {"n": 0}, ADD_ONE),
+        UpsertItem("c", {"n": 0}),
+    )
+    done = contract_backend.upsert_many(UpsertManyRequest("t", items))
+    assert done == UpsertedMany(frozenset({"a"}))
+    assert [contract_backend.get("t", key) for key in "abc"] == [{"n": 0}, {"n": 6}, {"n": 7}]
+
+
+def test_a_keyed_upsert_many_applies_once_and_replays_the_inserted_keys(
+    contract_backend: Backend,
+) -> None:
+    receipt = Receipt("k", "upsert_many", "t", "2 keys", 3600.0)
+    items = (UpsertItem("a", {"n": 0}, ADD_ONE), UpsertItem("b", {"n": 0}, ADD_ONE))
+    first = contract_backend.upsert_many(UpsertManyRequest("t", items, receipt))
+    again = contract_backend.upsert_many(UpsertManyRequest("t", items, receipt))
+    assert (first, again) == (
+        UpsertedMany(frozenset({"a", "b"})),
+        UpsertedMany(frozenset({"a", "b"}), replayed=True),
+    )
+    assert contract_backend.get("t", "a") == {"n": 0}  # the replay applied nothing
+
+
+def test_update_many_applies_where_each_rows_guard_holds_and_answers_those_keys(
+    contract_backend: Backend,
+) -> None:
+    contract_backend.put("t", "a", {"status": "pending", "n": 0})
+    contract_backend.put("t", "b", {"status": "taken", "n": 0})
+    request = UpdateManyRequest("t", ("a", "b", "missing"), PENDING, "all", ADD_ONE)
+    assert contract_backend.update_many(request) == UpdatedMany(frozenset({"a"}))
+    assert contract_backend.get("t", "a") == {"status": "pending", "n": 1}
+    assert contract_backend.get("t", "b") == {"status": "taken", "n": 0}
+    assert contract_backend.get("t", "missing") is None
+
+
+def test_update_many_with_an_archive_moves_the_updated_rows_there(
+    contract_backend: Backend,
+) -> None:
+    contract_backend.put("t", "a", {"status": "pending"})
+    contract_backend.put("t", "b", {"status": "taken"})
+    request = UpdateManyRequest("t", ("a", "b"), PENDING, "all", TAKE, archive_table="t_old")
+    assert contract_backend.update_many(request) == UpdatedMany(frozenset({"a"}))
+    assert contract_backend.get("t", "a") is None
+    assert contract_backend.get("t_old", "a") == {"status": "taken"}
+    assert contract_backend.get("t", "b") == {"status": "taken"}
+
+
+def test_a_keyed_update_many_replays_and_a_key_reused_elsewhere_is_refused(
+    contract_backend: Backend,
+) -> None:
+    contract_backend.put("t", "a", {"n": 0})
+    receipt = Receipt("k", "update_many", "t", "1 keys", 3600.0)
+    request = UpdateManyRequest("t", ("a",), (), "all", ADD_ONE, receipt)
+    assert contract_backend.update_many(request) == UpdatedMany(frozenset({"a"}))
+    assert contract_backend.update_many(request) == UpdatedMany(frozenset({"a"}), replayed=True)
+    assert contract_backend.get("t", "a") == {"n": 1}
+    other = Receipt("k", "update_many", "other", "1 keys", 3600.0)
+    with pytest.raises(IdempotencyKeyError):
+        contract_backend.update_many(UpdateManyRequest("other", ("a",), (), "all", ADD_ONE, other))

@@ -36,7 +36,12 @@ def test_housekeeping_retires_old_done_rows_and_keeps_the_dead_letters_and_the_w
     _queue(store_url)
     run = run_dag(example_dag("queue_housekeeping"), conf={**conf, "batch": 5})
     assert run.state == "success"
-    assert run.xcom("retire_history")["done"] == {"retired": 12, "batches": 3, "complete": True}
+    assert run.xcom("retire_history")["done"] == {
+        "retired": 12,
+        "batches": 3,
+        "complete": True,
+        "stopped": "done",
+    }
     assert run.xcom("report") == 12
     assert _keys(store_url, "pending_ops") == {"done-today", "failed-0", "pending-0", "in-flight-0"}
 

@@ -29,7 +29,7 @@ def test_retire_removes_only_finished_rows_older_than_the_threshold(store: Atomi
     store.put("q", "done-recent", {"status": "done", "finishedAt": timestamps.now()})
     store.put("q", "done-unstamped", {"status": "done"})
     result = store.retire("q", older_than=timedelta(days=1), limit=10)
-    assert result == {"retired": 25, "batches": 3, "complete": True}
+    assert result == {"retired": 25, "batches": 3, "complete": True, "stopped": "done"}
     left = {row["key"] for row in store.query("q", limit=1000)}
     assert left == {
         *(f"failed-{n:04d}" for n in range(3)),
@@ -42,6 +42,7 @@ def test_retire_removes_only_finished_rows_older_than_the_threshold(store: Atomi
         "retired": 3,
         "batches": 1,
         "complete": True,
+        "stopped": "done",
     }
 
 
@@ -62,9 +63,9 @@ def test_retire_stops_at_its_time_budget_and_says_it_is_not_complete(
 ) -> None:
     _fill(store, "q", {"done": 30}, LONG_AGO)
     first = store.retire("q", older_than=60, limit=1, time_budget=0)
-    assert first == {"retired": 1, "batches": 1, "complete": False}
+    assert first == {"retired": 1, "batches": 1, "complete": False, "stopped": "time_budget"}
     rest = store.retire("q", older_than=60, limit=1000)
-    assert rest == {"retired": 29, "batches": 1, "complete": True}
+    assert rest == {"retired": 29, "batches": 1, "complete": True, "stopped": "done"}
 
 
 @pytest.mark.parametrize(

@@ -160,7 +160,9 @@ def test_the_public_api_is_pinned():
         "AtomicStore",
         "AtomicStoreError",
         "AtomicStoreHook",
+        "AtomicUpdateManyOperator",
         "AtomicUpdateOperator",
+        "AtomicUpsertManyOperator",
         "AtomicUpsertOperator",
         "ConnectionConfigError",
         "DuplicateMemberError",
@@ -180,16 +182,20 @@ def test_spec_and_mutation_errors_share_the_one_root():
     assert issubclass(MutationError, AtomicStoreError)
 
 
-def test_an_integer_table_name_is_its_decimal_text_as_an_integer_key_is(tmp_path):
-    """A shard or event number reaching the store as an int (a mapped value, the Python API)."""
+def test_an_integer_key_is_its_decimal_text_but_an_integer_table_name_is_refused(tmp_path):
+    """A shard or event number reaching the store as an int (a mapped value, the Python API)
+    is a key; a table is named in the DAG, and ``archive_table=5`` was a slip (issue 39)."""
     with AtomicStore(f"sqlite:///{tmp_path / 'store.db'}") as local:
-        local.put(7, 42, {"n": 1})
+        local.put("7", 42, {"n": 1})
         assert local.get("7", "42") == {"n": 1}
-        assert local.atomic_upsert(7, 42, insert_value={"n": 2})["inserted"] is False
+        assert local.atomic_upsert("7", 42, insert_value={"n": 2})["inserted"] is False
+        with pytest.raises(SpecError, match="table: must be a string, got int"):
+            local.put(7, 42, {"n": 1})
+        assert local.query("7") == [{"key": "42", "value": {"n": 1}}]
 
 
-@pytest.mark.parametrize("table", [True, 1.5, 2**64, None, ["t"]])
-def test_a_table_name_that_is_not_text_or_an_integer_is_a_spec_error(store, table):
+@pytest.mark.parametrize("table", [True, 1.5, 2**64, 7, None, ["t"]])
+def test_a_table_name_that_is_not_text_is_a_spec_error(store, table):
     with pytest.raises(SpecError) as info:
         store.get(table, "k")
     assert info.value.field == "table"

@@ -30,6 +30,7 @@ from airflow_atomic_store.store.delegation import delegated
 from airflow_atomic_store.store.migrations import Migrated
 from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, NOTIFY_MODES, channel_for
 from airflow_atomic_store.store.postgres import receipts, tables
+from airflow_atomic_store.store.postgres.bulk import PostgresBulk
 from airflow_atomic_store.store.postgres.connection import Connect, PostgresConnection
 from airflow_atomic_store.store.postgres.explain import explain
 from airflow_atomic_store.store.postgres.jsonb import jsonb
@@ -45,8 +46,12 @@ from airflow_atomic_store.store.requests import (
     Row,
     Selection,
     Updated,
+    UpdatedMany,
+    UpdateManyRequest,
     UpdateRequest,
     Upserted,
+    UpsertedMany,
+    UpsertManyRequest,
     UpsertRequest,
 )
 from airflow_atomic_store.store.snapshot import Snapshot
@@ -65,6 +70,9 @@ T = TypeVar("T")
 
 class PostgresBackend:
     """Runs each primitive as one statement on a single lazily-opened connection."""
+
+    #: Claims select ``FOR UPDATE SKIP LOCKED``: rows others hold are stepped past.
+    skips_held_rows = True
 
     def __init__(
         self,
@@ -91,6 +99,14 @@ class PostgresBackend:
         self._cursor = self.connection.cursor
         self._sql = StatementCompiler(self._table_name, notify)
         self._sets = PostgresSetVerbs(self.connection, self._table_name, self._sql.where)
+        self._bulk = PostgresBulk(
+            cursor=self._cursor,
+            ids=self._ids,
+            storage_table=self._table_name,
+            notify=notify,
+            where=self._sql.where,
+            queries=self._sql.queries,
+        )
 
     def _id(self, table: str) -> int:
         """A written table's id, given to it on its first write."""
@@ -340,3 +356,11 @@ class PostgresBackend:
 
     def close(self) -> None:
         self.connection.close()
+
+    # -- many rows per call (``bulk.py``) ---------------------------------------------------
+
+    def upsert_many(self, request: UpsertManyRequest) -> UpsertedMany:
+        return self._bulk.upsert_many(request)
+
+    def update_many(self, request: UpdateManyRequest) -> UpdatedMany:
+        return self._bulk.update_many(request)

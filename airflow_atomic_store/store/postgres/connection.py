@@ -24,7 +24,7 @@ from airflow_atomic_store.exceptions import AtomicStoreError, ConnectionConfigEr
 from airflow_atomic_store.store import migrations
 from airflow_atomic_store.store.migrations import Migrated
 from airflow_atomic_store.store.postgres import schema, session
-from airflow_atomic_store.store.postgres.errors import translate
+from airflow_atomic_store.store.postgres.errors import schema_gone, translate
 from airflow_atomic_store.store.urls import scrub
 
 Connect = Callable[[], psycopg.Connection[Any]]
@@ -360,6 +360,8 @@ class PostgresConnection:
                 if outermost:
                     self._end_read(commit=False)
                 self._discard_unusable_connection()
+                if schema_gone(exc):  # dropped under us: a new connection ensures it
+                    self.close()
                 error = translate(exc, self._secrets)
                 if scrub(str(exc), self._secrets) != str(exc):
                     raise error from None  # the driver's own text, in a traceback, would show it

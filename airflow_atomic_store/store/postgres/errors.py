@@ -37,10 +37,30 @@ _ACCESS_DENIED_TEXT = re.compile(
 )
 
 
+def schema_gone(exc: psycopg.Error) -> bool:
+    """Whether a statement met the store's own schema missing: its tables or functions were
+    dropped under an open store (42P01 undefined_table; 42883 for one of its functions).
+
+    The schema is ensured when a connection opens, so the cure is a new connection,
+    which creates it again: retryable, not the final error it used to be.
+    """
+    state = getattr(exc, "sqlstate", None)
+    if state == "42P01":  # every relation a statement names is the store's
+        return True
+    message = exc.diag.message_primary or ""
+    # 42883 is also "operator does not exist": only the store's functions count
+    return state == "42883" and any(name in message for name in schema.FUNCTION_NAMES)
+
+
 def translate(exc: psycopg.Error, secrets: tuple[str, ...]) -> AtomicStoreError:
     """The store's error for a driver error; ``secrets`` never appear in its text."""
     state = getattr(exc, "sqlstate", None) or ""
     text = scrub(str(exc), secrets)
+    if schema_gone(exc):
+        return StoreUnavailableError(
+            f"PostgreSQL store unavailable: its schema is gone ({text}); "
+            "the next call creates it again"
+        )
     if state == schema.MUTATION_ERROR_SQLSTATE:
         diag = exc.diag
         return MutationError(diag.message_detail or "mutations", diag.message_primary or "")

@@ -30,13 +30,18 @@ from airflow_atomic_store.store.requests import (
     Row,
     Selection,
     Updated,
+    UpdatedMany,
+    UpdateManyRequest,
     UpdateRequest,
     Upserted,
+    UpsertedMany,
+    UpsertManyRequest,
     UpsertRequest,
 )
 from airflow_atomic_store.store.snapshot import Snapshot
 from airflow_atomic_store.store.sqlite import claim_sets, receipts
 from airflow_atomic_store.store.sqlite import selection as selection_sql
+from airflow_atomic_store.store.sqlite.bulk import SqliteBulk
 from airflow_atomic_store.store.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
     SqliteConnection,
@@ -58,6 +63,9 @@ def path_from_url(url: str) -> str:
 class SqliteBackend:
     """Runs each primitive in one write transaction on a single lazily-opened connection."""
 
+    #: One writer at a time: a claim waits for a held row, never steps past it.
+    skips_held_rows = False
+
     def __init__(
         self,
         path: str,
@@ -72,6 +80,7 @@ class SqliteBackend:
         )
         self._transaction = self.connection.transaction
         self._sql = StatementCompiler(self._table)
+        self._bulk = SqliteBulk(self._table, self._transaction, self._sql)
 
     def notifications(self) -> Notifications | None:
         """None: SQLite has no notifications (a trigger polls)."""
@@ -271,3 +280,11 @@ class SqliteBackend:
 
     def close(self) -> None:
         self.connection.close()
+
+    # -- many rows per call (``bulk.py``) ---------------------------------------------------
+
+    def upsert_many(self, request: UpsertManyRequest) -> UpsertedMany:
+        return self._bulk.upsert_many(request)
+
+    def update_many(self, request: UpdateManyRequest) -> UpdatedMany:
+        return self._bulk.update_many(request)

@@ -318,6 +318,14 @@ class SqliteConnection:
                     raise StoreLocationError(f"SQLite store cannot open: {problem}") from exc
                 if is_transient(exc):
                     raise StoreUnavailableError(f"SQLite store unavailable: {exc}") from exc
+                if str(exc).startswith("no such table"):
+                    # The store's tables were dropped under it: the schema is ensured
+                    # when a connection opens, so the next call's creates them again.
+                    self.close()
+                    raise StoreUnavailableError(
+                        f"SQLite store unavailable: its schema is gone ({exc}); "
+                        "the next call creates it again"
+                    ) from exc
                 raise AtomicStoreError(f"SQLite store error: {exc}") from exc
             except sqlite3.Error as exc:
                 raise AtomicStoreError(f"SQLite store error: {exc}") from exc
