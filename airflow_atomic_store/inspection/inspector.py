@@ -8,6 +8,7 @@ what comes back into :mod:`~airflow_atomic_store.inspection.results`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -253,7 +254,7 @@ class StoreInspector:
         )
         claimed = {
             (receipt.table, key): found.get((receipt.table, key))
-            or TaskRow(receipt.table, key, "gone", None, None, None, None)
+            or TaskRow(receipt.table, key, _missing(receipt), None, None, None, None)
             for receipt in receipts
             for key in receipt.claimed
         }
@@ -290,6 +291,12 @@ def _claim_outcome(result: Any) -> tuple[str, tuple[str, ...]]:
     return (f"claimed {len(keys)}" if keys else "claimed nothing"), keys
 
 
+def _delete_claim_outcome(result: Any) -> tuple[str, tuple[str, ...]]:
+    """A delete-claim records what a claim does; its rows left the table with it."""
+    outcome, keys = _claim_outcome(result)
+    return (f"claimed and deleted {len(keys)}" if keys else outcome), keys
+
+
 def _update_outcome(result: Any) -> tuple[str, tuple[str, ...]]:
     """An update records ``[new value]``, ``[null]`` when nothing was updated."""
     updated = isinstance(result, list) and bool(result) and result[0] is not None
@@ -302,31 +309,61 @@ def _upsert_outcome(result: Any) -> tuple[str, tuple[str, ...]]:
     return ("inserted" if inserted else "found the row (not inserted)"), ()
 
 
-#: What a receipt's recorded result says, per primitive: a line, and the keys a claim took.
-OUTCOMES: dict[str, Callable[[Any], tuple[str, tuple[str, ...]]]] = {
-    "claim": _claim_outcome,
-    "update": _update_outcome,
-    "upsert": _upsert_outcome,
+def _many(verb: str) -> Callable[[Any], tuple[str, tuple[str, ...]]]:
+    """A bulk call records the keys it applied to: inserted, or updated."""
+
+    def outcome(result: Any) -> tuple[str, tuple[str, ...]]:
+        return f"{verb} {len(result) if isinstance(result, list) else 0} rows", ()
+
+    return outcome
+
+
+@dataclass(frozen=True)
+class ReceiptUse:
+    """How to read a receipt of one use (``store/receipts.py``'s ``Use``): a line and the
+    keys a claim took from its result; whether its target is a row key (bulk calls name
+    their key set by a digest); whether its claimed rows left the table with it."""
+
+    describe: Callable[[Any], tuple[str, tuple[str, ...]]]
+    one_row: bool = False
+    deletes: bool = False
+
+
+#: Every use a receipt records, by the name in its ``primitive`` column.
+USES: dict[str, ReceiptUse] = {
+    "claim": ReceiptUse(_claim_outcome),
+    "delete-claim": ReceiptUse(_delete_claim_outcome, deletes=True),
+    "update": ReceiptUse(_update_outcome, one_row=True),
+    "upsert": ReceiptUse(_upsert_outcome, one_row=True),
+    "upsert_many": ReceiptUse(_many("inserted")),
+    "update_many": ReceiptUse(_many("updated")),
 }
+#: A use this code does not know (a newer store's): its name, its target as recorded.
+_UNKNOWN = ReceiptUse(lambda result: ("", ()), one_row=True)
 
 
 def _task_receipt(
     receipt: StoredReceipt, task_key: str, started_at: datetime | None
 ) -> TaskReceipt:
-    describe = OUTCOMES.get(receipt.primitive)
-    outcome, claimed = describe(receipt.result) if describe else (receipt.primitive, ())
+    use = USES.get(receipt.primitive, _UNKNOWN)
+    outcome, claimed = use.describe(receipt.result)
     return TaskReceipt(
         key=receipt.key,
         step=None if receipt.key == task_key else receipt.key[len(task_key) + 1 :],
         primitive=receipt.primitive,
         table=receipt.table,
-        target=receipt.target,
-        outcome=outcome,
+        target=receipt.target if use.one_row else "",
+        outcome=outcome or receipt.primitive,
         claimed=claimed,
         created_at=receipt.created_at,
         expires_at=receipt.expires_at,
         replayed=None if started_at is None else receipt.created_at < started_at,
     )
+
+
+def _missing(receipt: TaskReceipt) -> RowState:
+    """A claimed row the run no longer holds: deleted by its claim, or gone since."""
+    return "deleted" if USES.get(receipt.primitive, _UNKNOWN).deletes else "gone"
 
 
 def _text_field(value: dict[str, Any], field: str) -> str | None:

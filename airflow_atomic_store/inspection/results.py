@@ -177,7 +177,7 @@ class QueueActivity:
 
 
 #: Where a row a task instance claimed (or its run holds) stands now.
-RowState = Literal["held", "finished", "handed_back", "expired", "gone"]
+RowState = Literal["held", "finished", "handed_back", "expired", "gone", "deleted"]
 
 
 @dataclass(frozen=True)
@@ -224,8 +224,8 @@ class TaskRow:
     ``state``: ``held`` (``in_flight``/``held``, or a lease not yet expired),
     ``handed_back`` (back to ``pending``/``free``, or a released lease),
     ``finished`` (any other status: ``done``, ``failed``…), ``expired`` (a lease
-    past its ``expiresAt``) or ``gone`` (no longer the run's: claimed by another
-    run since, or deleted). ``fence`` is the row's fencing token (a semaphore slot's
+    past its ``expiresAt``), ``deleted`` (taken by a delete-claim) or ``gone`` (no
+    longer the run's: claimed by another run since, or deleted). ``fence`` is the row's fencing token (a semaphore slot's
     or a lease's), when it has one.
     """
 

@@ -74,6 +74,31 @@ def test_a_claim_task_lists_its_receipt_and_where_each_row_it_claimed_stands_now
     assert view.run_rows == ()  # every row the run holds is one this task claimed
 
 
+def test_a_delete_claim_shows_its_rows_deleted_and_bulk_calls_their_counts(
+    store: AtomicStore,
+) -> None:
+    _queue(store)
+    store.atomic_claim("jobs", limit=2, mode="delete", idempotency_key=DRAIN_KEY)
+    items = [{"key": f"new-{n}", "insert_value": {"status": "pending"}} for n in range(3)]
+    store.atomic_upsert_many("jobs", items, idempotency_key=f"{DRAIN_KEY}/enqueue")
+    done = [{"field": "status", "operation": "set", "value": "done"}]
+    store.atomic_update_many(
+        "jobs", ["job-2", "job-3", "nowhere"], mutations=done, idempotency_key=f"{DRAIN_KEY}/finish"
+    )
+
+    view = StoreInspector(store).task_instance(DAG, RUN, "drain")
+
+    assert [(r.primitive, r.step, r.target, r.outcome) for r in view.receipts] == [
+        ("delete-claim", None, "", "claimed and deleted 2"),
+        ("upsert_many", "enqueue", "", "inserted 3 rows"),
+        ("update_many", "finish", "", "updated 2 rows"),
+    ]
+    assert [(row.key, row.state) for row in view.claimed] == [
+        ("job-0", "deleted"),
+        ("job-1", "deleted"),
+    ]
+
+
 def test_a_receipt_written_before_the_latest_try_started_was_replayed(store: AtomicStore) -> None:
     _queue(store)
     _drain(store)

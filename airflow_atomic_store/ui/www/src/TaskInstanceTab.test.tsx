@@ -81,6 +81,13 @@ describe("TaskInstanceTab", () => {
   });
 });
 
+describe("row states", () => {
+  it("has a label and a colour for every state the route answers", async () => {
+    const { STATES } = await import("./TaskInstanceTab");
+    expect(Object.keys(STATES).sort()).toEqual(["deleted", "expired", "finished", "gone", "handed_back", "held"]);
+  });
+});
+
 describe("the bundle's component", () => {
   it("is the tab when the UI hands it a task instance, the page otherwise", async () => {
     serve({

@@ -32,7 +32,7 @@ interface Receipt {
 export interface TaskRow {
   table: string;
   key: string;
-  state: "held" | "finished" | "handed_back" | "expired" | "gone";
+  state: "held" | "finished" | "handed_back" | "expired" | "gone" | "deleted";
   status: string | null;
   claimed_at: string | null;
   fence: number | null;
@@ -65,6 +65,7 @@ export const STATES: Record<TaskRow["state"], [string, Tone]> = {
   handed_back: ["handed back", "orange"],
   expired: ["expired", "gray"],
   gone: ["not this run's now", "gray"],
+  deleted: ["deleted by its claim", "purple"],
 };
 
 /** The map index the UI hands the tab (a string from its route, absent when not mapped). */
