@@ -1,5 +1,6 @@
 # make demo   – run every recipe's example DAG on an embedded SQLite store; print a report
-# make test   – lint, type-check and run every test tier (SQLite + a throwaway PostgreSQL)
+# make test   – lint, type-check and run every test tier (SQLite + a throwaway PostgreSQL),
+#               without the long cases marked slow; make test-all runs those too (CI does)
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -15,6 +16,11 @@ groups = $(foreach group,$(DEV_GROUPS) $(1),--group $(group))
 # pytest-xdist processes for `make test` (each starts its own PostgreSQL server and
 # Airflow home); a test file stays in one process. make test TEST_PROCESSES=1 for one.
 TEST_PROCESSES ?= 2
+# What `make test` leaves to `make test-all`: the cases marked slow (pyproject's markers:
+# stress rounds, fault and failover runs, the whole benchmark harness). An unmarked test
+# runs in both. PYTEST_ARGS adds to either: make test PYTEST_ARGS="tests/unit -x"
+QUICK_MARKERS := not slow
+PYTEST_ARGS ?=
 
 # The first python >= 3.10 found, unless PYTHON is given.
 PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; do \
@@ -22,11 +28,12 @@ PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; 
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null && { echo $$p; break; }; \
 	done)
 
-.PHONY: ui ui-test node-binaries help venv demo test e2e e2e-celery e2e-deps compat pg-binaries pg-locale pg-matrix lint fmt postgres-binaries pgbouncer-binaries redis-binaries browser-binaries clean distclean bench bench-quick
+.PHONY: ui ui-test node-binaries help venv demo test test-all e2e e2e-celery e2e-deps compat pg-binaries pg-locale pg-matrix lint fmt postgres-binaries pgbouncer-binaries redis-binaries browser-binaries clean distclean bench bench-quick
 
 help:
 	@echo "make demo       run the recipe DAGs (Airflow dag.test) on an embedded SQLite store"
-	@echo "make test       ruff, mypy and pytest (SQLite and PostgreSQL tests)"
+	@echo "make test       ruff, mypy and pytest (SQLite and PostgreSQL), without the slow cases"
+	@echo "make test-all   the same with every test, the slow cases too (what CI runs)"
 	@echo "make e2e        a real Airflow deployment (PostgreSQL, LocalExecutor) runs the example DAGs"
 	@echo "make e2e-celery the same with the CeleryExecutor: Redis broker, two Celery workers"
 	@echo "make compat     the built wheel on every Airflow 3 line (venvs in .compat/); docs/compatibility.md"
@@ -129,10 +136,16 @@ fmt: venv
 
 # `python -m pytest` (not the pytest script) keeps spawned worker processes light.
 # Exit code 5 means "no tests collected", which is not a failure here.
-test: venv postgres-binaries pgbouncer-binaries lint
-	$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile; status=$$?; \
+run_pytest = $(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile $(1) $(PYTEST_ARGS); \
+	status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; \
 	exit $$status
+
+test: venv postgres-binaries pgbouncer-binaries lint
+	$(call run_pytest,-m "$(QUICK_MARKERS)")
+
+test-all: venv postgres-binaries pgbouncer-binaries lint
+	$(call run_pytest,)
 
 # Starts PostgreSQL and Airflow (api-server, scheduler, dag-processor, triggerer) under
 # .e2e/, drives the example DAGs through the REST API, asserts, stops everything.

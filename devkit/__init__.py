@@ -7,6 +7,7 @@
 - ``airflow_workers``: warm Airflow processes, forked from one zygote, that run DAGs at once.
 - ``dagrun``: run a DAG with ``dag.test()`` and read back its states and XComs.
 - ``examples``: the ``example_dags/`` folder loaded as Airflow loads a DAGs folder.
+- ``late_writer``: a row put into a store by another OS process, after a delay or a receipt.
 
 It imports nothing from ``tests/``, ``bench/``, ``e2e/`` or ``scripts/``, so every one of
 them can use it; it imports neither pytest nor Airflow at import time, because spawned

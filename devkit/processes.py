@@ -1,10 +1,16 @@
 """Run one function in several OS processes that start their work together.
 
-Each process is a fresh interpreter (``spawn``), so it opens its own store and
-its own database connection, exactly as separate Airflow workers would. The
-target is called as ``target(barrier, *args)``: it sets up (opens the store,
-connects), calls ``barrier.wait()`` and only then does the contended work, so
-the processes really overlap. No pytest import: the tests and the benchmarks share it.
+Each process is forked from a fork server (``forkserver``) that has imported the
+store and nothing else of its parent's: no store opened, no connection, no thread. So
+each opens its own store and its own database connection, exactly as separate Airflow
+workers would, as with ``spawn``, without paying an interpreter start and the store's
+imports per process (sixteen processes started in 0.13 s instead of 2 to 3 s, and 0.1
+CPU-second instead of 1.8, measured here). The fork server starts with the first
+workers of a process and keeps that moment's environment: pass what differs between
+runs (URLs, names) as arguments. The target is called as ``target(barrier, *args)``:
+it sets up (opens the store, connects), calls ``barrier.wait()`` and only then does the
+contended work, so the processes really overlap. No pytest import: the tests and the
+benchmarks share it.
 """
 
 from __future__ import annotations
@@ -16,7 +22,10 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["ProcessFailure", "run_in_processes"]
+__all__ = ["ProcessFailure", "run_in_processes", "worker_context"]
+
+#: What the fork server imports once, before it forks any worker.
+PRELOAD = ["airflow_atomic_store"]
 
 
 class ProcessFailure(RuntimeError):
@@ -38,6 +47,16 @@ def _child(
     results.put(outcome)
 
 
+def worker_context() -> Any:
+    """The multiprocessing context whose processes are forked from the preloaded fork server.
+
+    For a test that starts (and kills) its worker processes itself.
+    """
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
+
+
 def run_in_processes(
     target: Callable[..., Any],
     args_per_process: Sequence[Sequence[Any]],
@@ -49,7 +68,7 @@ def run_in_processes(
     Results come back in the order of ``args_per_process``. Any failure raises
     ``ProcessFailure`` with the workers' tracebacks.
     """
-    context = multiprocessing.get_context("spawn")
+    context = worker_context()
     barrier = context.Barrier(len(args_per_process))
     results = context.Queue()
     processes = [

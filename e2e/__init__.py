@@ -14,6 +14,7 @@ Modules:
 ``deployment``  the PostgreSQL server, the configuration and the components
 ``api``         a small client of Airflow's public REST API
 ``tasks``       finding a running task's process (to kill it)
+``driver``      triggering runs and reading their states (what every phase uses)
 ``scenario``    what is triggered, killed and waited for
 ``claim_retry`` the claim killed after its commit and retried (DAG: ``scenario_dags/``)
 ``checks``      the assertions on the store and the summary

@@ -188,9 +188,10 @@ def main(argv: list[str] | None = None) -> int:
             summary = smoke.run(api, deployment, say)
         else:
             from e2e import scenario
+            from e2e.driver import Options
 
             wait_for_dags(api, deployment, list(scenario.ALL_DAG_IDS), timeout=180)
-            options = scenario.Options(
+            options = Options(
                 browser=not args.no_browser,
                 events=not args.no_events,
                 semaphore=not args.no_semaphore,

@@ -13,9 +13,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from e2e.checks import CheckFailed
+from e2e.claim_retry import CLAIM_TASK, DAG_ID
 
 if TYPE_CHECKING:
-    from e2e.scenario import Driver
+    from e2e.driver import Driver
 
 __all__ = ["describe", "ran_on_every_worker", "tasks_by_host", "verify"]
 
@@ -61,9 +62,20 @@ def describe(hosts: dict[str, Counter[str]], top: int = 4) -> str:
     return "; ".join(lines)
 
 
-def verify(driver: Driver, dag_ids: Iterable[str]) -> dict[str, str]:
-    """Check where the scenario's task instances ran; the summary's lines for it."""
-    api, progress = driver.api, driver.progress
+def verify(
+    driver: Driver,
+    dag_ids: Iterable[str],
+    *,
+    killed_task: str | None,
+    retried_claim_run: str | None,
+) -> dict[str, str]:
+    """Check where the scenario's task instances ran; the summary's lines for it.
+
+    ``killed_task`` is the id of the task instance the scenario SIGKILLed mid-batch,
+    ``retried_claim_run`` the run of ``e2e/claim_retry.py``'s killed claim: the
+    summary says where each of them ran.
+    """
+    api = driver.api
     task_instances = [ti for dag_id in dag_ids for ti in api.task_instances(dag_id)]
     hosts = tasks_by_host(task_instances)
     workers = driver.deployment.executor.worker_hostnames
@@ -71,14 +83,10 @@ def verify(driver: Driver, dag_ids: Iterable[str]) -> dict[str, str]:
         ran_on_every_worker(hosts, workers)
     host_of = {ti["id"]: ti.get("hostname") for ti in task_instances}
     where = []
-    kill = progress.kill
-    if kill is not None:
-        where.append(f"the process task on {host_of.get(kill.ti_id)}")
-    claim = progress.retry.kill
-    if claim is not None:
-        from e2e.claim_retry import CLAIM_TASK, DAG_ID
-
-        tries = api.tries(DAG_ID, claim.run_id, CLAIM_TASK)
+    if killed_task is not None:
+        where.append(f"the process task on {host_of.get(killed_task)}")
+    if retried_claim_run is not None:
+        tries = api.tries(DAG_ID, retried_claim_run, CLAIM_TASK)
         where.append(
             "the claim's "
             + ", ".join(f"try {t['try_number']} on {t.get('hostname')}" for t in tries)

@@ -25,7 +25,7 @@ from e2e import checks
 from e2e.tasks import task_process
 
 if TYPE_CHECKING:
-    from e2e.scenario import Driver
+    from e2e.driver import Driver
 
 __all__ = ["DAG_ID", "ClaimRetry"]
 

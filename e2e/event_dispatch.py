@@ -50,7 +50,7 @@ from e2e.api import TERMINAL_RUN_STATES, wait_for
 from e2e.deployment import STORE_DATABASE, processes_in_sessions
 
 if TYPE_CHECKING:
-    from e2e.scenario import Driver
+    from e2e.driver import Driver
 
 # As in example_dags/event_driven_dispatcher.py and e2e/scenario_dags/e2e_floor.py.
 DISPATCHER = "event_driven_dispatcher"

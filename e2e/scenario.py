@@ -41,7 +41,6 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import psutil
@@ -52,6 +51,8 @@ from e2e.api import TERMINAL_RUN_STATES, AirflowApi, wait_for
 from e2e.claim_retry import DAG_ID as CLAIM_RETRY
 from e2e.claim_retry import ClaimRetry
 from e2e.deployment import USERNAME, VIEWER, Deployment
+from e2e.driver import Driver as PhaseDriver
+from e2e.driver import Options
 from e2e.tasks import task_process
 
 # The example DAGs (example_dags/) and the tables they use, with their default params.
@@ -70,7 +71,6 @@ EFFECTS_TABLE = "pending_ops_effects"
 COUNTER_TABLE, COUNTER_KEY = "counters", "runs"
 LEASE_LOG_TABLE = "lease_log"
 
-ITEMS = 500  # the default; python -m e2e --items
 BATCH_SIZE = 20  # items per dispatcher claim
 DISPATCHER_BACKLOG = 6  # dispatcher runs kept queued or running (max_active_runs is 4)
 VICTIM_AFTER_DONE = 40  # trigger the slow batch to kill once this many items are done
@@ -90,18 +90,7 @@ STALE_ALONGSIDE_CONF = {"stale_after_seconds": STALE_ALONGSIDE_SECONDS, "reclaim
 RECOVERY_PASSES = 5
 DRAIN_TIMEOUT = 1500.0  # in practice, python -m e2e's overall --time-limit ends it first
 POLL_SECONDS = 3.0  # each poll costs the API server a few requests: not too often
-
-
-@dataclass(frozen=True)
-class Options:
-    """What one run of the scenario covers (``python -m e2e`` sets them from its flags)."""
-
-    items: int = ITEMS
-    browser: bool = True  # the UI page checked in headless Chromium
-    events: bool = True  # the event-driven dispatcher's phase (e2e/event_dispatch.py)
-    semaphore: bool = True  # the 2-slot semaphore phase (e2e/semaphore_phase.py)
-    idle_seconds: float = 0.0  # its queue idle at least this long (default: the main drain's time)
-    screenshot: Path | None = None  # the page's screenshot (default: in the deployment's root)
+DEFAULT_OPTIONS = Options()
 
 
 @dataclass
@@ -117,7 +106,6 @@ class Kill:
 
 @dataclass
 class Progress:
-    triggered: dict[str, list[str]] = field(default_factory=dict)
     victim: str | None = None
     kill: Kill | None = None
     recovery_passes: int = 0
@@ -128,12 +116,9 @@ class Progress:
     retry: ClaimRetry = field(default_factory=ClaimRetry)
     browser: dict[str, str] = field(default_factory=dict)  # e2e/browser.py's summary line
 
-    def count(self, dag_id: str) -> int:
-        return len(self.triggered.get(dag_id, []))
 
-
-class Driver:
-    """Triggers runs with readable ids and reads their states, through the REST API."""
+class Driver(PhaseDriver):
+    """The phases' driver (``e2e/driver.py``), with the main scenario's progress."""
 
     def __init__(
         self,
@@ -142,34 +127,15 @@ class Driver:
         say: Callable[[str], None],
         options: Options,
     ):
-        self.api = api
-        self.deployment = deployment
-        self.say = say
-        self.options = options
+        super().__init__(api, deployment, say, options)
         self.progress = Progress()
-
-    def trigger(self, dag_id: str, label: str, conf: dict[str, Any] | None = None) -> str:
-        run_id = f"e2e-{label}-{self.progress.count(dag_id) + 1:03d}"
-        self.api.trigger(dag_id, run_id, conf or {})
-        self.progress.triggered.setdefault(dag_id, []).append(run_id)
-        return run_id
-
-    def states(self, dag_id: str) -> dict[str, str]:
-        return {run["dag_run_id"]: run["state"] for run in self.api.runs(dag_id)}
-
-    def open_runs(self) -> Counter[str]:
-        """How many runs of each DAG are queued or running (one REST call)."""
-        return Counter(run["dag_id"] for run in self.api.open_runs())
-
-    def all_finished(self) -> bool:
-        return not self.open_runs()
 
 
 def run(
     api: AirflowApi,
     deployment: Deployment,
     say: Callable[[str], None],
-    options: Options = Options(),
+    options: Options = DEFAULT_OPTIONS,
 ) -> dict[str, Any]:
     driver = Driver(api, deployment, say, options)
     items = options.items
@@ -211,7 +177,15 @@ def run(
             check=deployment.check_alive,
         )
         summary = verify(driver, store, time.monotonic() - started)
-        summary.update(celery_hosts.verify(driver, DAG_IDS))  # which worker ran which task
+        progress = driver.progress
+        summary.update(  # which worker ran which task
+            celery_hosts.verify(
+                driver,
+                DAG_IDS,
+                killed_task=progress.kill.ti_id if progress.kill else None,
+                retried_claim_run=progress.retry.kill.run_id if progress.retry.kill else None,
+            )
+        )
         if events is not None:
             summary.update(events.run(store, options.idle_seconds))
         if options.semaphore:
@@ -429,7 +403,7 @@ def verify(driver: Driver, store: AtomicStore, seconds: float) -> dict[str, Any]
     for dag_id, runs in states.items():
         # A scheduled run (the dispatcher's every 5 minutes...) may have started after
         # everything finished: with the queue empty it has nothing to claim. Leave it out.
-        mine = set(progress.triggered.get(dag_id, []))
+        mine = set(driver.triggered.get(dag_id, []))
         for run_id in [r for r, state in runs.items() if state not in TERMINAL_RUN_STATES]:
             if run_id in mine:
                 raise checks.CheckFailed(f"{dag_id} {run_id} is still {runs[run_id]}")

@@ -36,7 +36,7 @@ from e2e import checks
 from e2e.api import TERMINAL_RUN_STATES, wait_for
 
 if TYPE_CHECKING:
-    from e2e.scenario import Driver
+    from e2e.driver import Driver
 
 # As in example_dags/semaphore.py and e2e/scenario_dags/e2e_deferral_floor.py.
 SEMAPHORE_DAGS = ("semaphore_load", "semaphore_report")

@@ -33,44 +33,32 @@ from typing import Any
 
 PROJECT = Path(__file__).resolve().parent.parent
 ROUNDS = 5
-_RELEASE = """
-import sys, time
-from airflow_atomic_store import AtomicStore
-url, pattern = sys.argv[1], sys.argv[2]
-sys.path.insert(0, {tests!r})
-from tests.support.late_writer import _receipt_exists
-while not _receipt_exists(url, pattern):
-    time.sleep(0.02)
-time.sleep(0.5)
-with AtomicStore(url) as store:
-    store.put("slots", "slot-0", {{"status": "free"}})
-    print(time.time(), flush=True)
-"""
 
 
 def release_to_next_holder(url: str, conn_id: str, dag: Any) -> float:
     from airflow_atomic_store import AtomicStore, timestamps
+    from devkit import late_writer
     from devkit.dagrun import run_dag_test
 
     with AtomicStore(url) as store:
         store.put(
             "slots", "slot-0", {"status": "held", "claimedBy": "x", "claimedAt": timestamps.now()}
         )
-    releaser = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            _RELEASE.format(tests=str(PROJECT)),
-            url,
-            "semaphore_load/%/acquire/-1",
-        ],
+    # Frees the slot half a second after the run's first acquire found it held (its
+    # receipt), and prints the moment it did.
+    releaser = late_writer.start(
+        url,
+        "slots",
+        "slot-0",
+        0.5,
+        {"status": "free"},
+        after_receipt="semaphore_load/%/acquire/-1",
         stdout=subprocess.PIPE,
-        text=True,
     )
     run = run_dag_test(
         dag, conf={"conn_id": conn_id, "table": "slots", "slots": 1, "work_seconds": 0}
     )
-    released_at = float(releaser.communicate(timeout=120)[0].strip())
+    released_at = float(releaser.communicate(timeout=120)[0].decode().strip())
     if run.state != "success":
         raise RuntimeError(f"the semaphore run ended {run.state}")
     claimed_at = run.xcom("acquire")["claimed"][0]["value"]["claimedAt"]

@@ -20,6 +20,7 @@ from airflow_atomic_store import AtomicStore
 from airflow_atomic_store.timestamps import shifted
 from tests.support.physical import nowhere_url, store_objects
 from tests.support.schema_versions import old_store, versions
+from tests.support.tiers import postgres_case_in_test_all
 
 STALE = {"status": "in_flight", "claimedBy": "dag/run", "claimedAt": shifted(timedelta(hours=-2))}
 
@@ -78,6 +79,7 @@ def test_a_missing_connection_exits_3_and_says_where_airflow_looked() -> None:
     assert "airflow connections add" not in done.stderr  # it looked where that one writes
 
 
+@postgres_case_in_test_all
 def test_a_connection_added_with_airflow_connections_add_is_read_by_both_command_lines(
     store: AtomicStore, store_url: str, airflow_home: dict[str, str]
 ) -> None:
@@ -134,6 +136,7 @@ def test_provider_info_names_the_cli_commands() -> None:
     ]
 
 
+@postgres_case_in_test_all
 def test_airflow_atomic_store_runs_the_same_commands_from_3_2(
     store: AtomicStore, store_url: str, store_conn: str, airflow_home: dict[str, str]
 ) -> None:

@@ -16,8 +16,8 @@ import pytest
 from airflow.sdk import task
 
 from airflow_atomic_store import AtomicClaimOperator, AtomicStore, SpecError
+from devkit import late_writer
 from devkit.dagrun import DagRunResult, new_dag
-from tests.support import late_writer
 from tests.support.specs import PENDING
 
 RunDag = Callable[..., DagRunResult]

@@ -17,9 +17,9 @@ import pytest
 from airflow.sdk import task
 
 from airflow_atomic_store import AtomicStore, AtomicUpdateOperator, SpecError, timestamps
+from devkit import late_writer
 from devkit.dagrun import DagRunResult, new_dag
 from tests.example_dags.deferrals import recorded_deferrals
-from tests.support import late_writer
 from tests.support.specs import HAS_TOKENS, ONE_RETRY, TAKE_TOKEN
 
 RunDag = Callable[..., DagRunResult]

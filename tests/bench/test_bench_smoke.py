@@ -3,9 +3,11 @@
 Runs as a child process (as ``make bench`` does), so the harness's own
 PostgreSQL server, spawned workers and warnings stay out of this session.
 It needs no ``bench`` extra: in tiny mode the harness skips procrastinate
-and the plot when they are not installed. The Airflow scenarios cost a minute
-or more (Airflow's first ``dag.test()``; a whole deployment), so they run only
-under ``ATOMIC_STORE_LONG=1``.
+and the plot when they are not installed. ``make test`` runs one scenario (the
+harness, its server and its report); every scenario, a few minutes in all, is
+marked ``slow`` for ``make test-all``. The Airflow scenarios cost a minute or more
+(Airflow's first ``dag.test()``; a whole deployment), so they run only under
+``ATOMIC_STORE_LONG=1``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = [
@@ -34,9 +38,9 @@ SCENARIOS = [
 LONG_SCENARIOS = ["airflow", "deployed"]
 
 
-def test_the_benchmark_harness_runs_every_scenario_and_writes_a_report(tmp_path: Path) -> None:
+def run_tiny(scenarios: list[str], tmp_path: Path) -> str:
+    """``python -m bench --tiny SCENARIOS``; the report it wrote."""
     report = tmp_path / "benchmarks.md"
-    scenarios = [*SCENARIOS, *LONG_SCENARIOS] if os.environ.get("ATOMIC_STORE_LONG") else SCENARIOS
     completed = subprocess.run(
         [
             sys.executable,
@@ -56,7 +60,20 @@ def test_the_benchmark_harness_runs_every_scenario_and_writes_a_report(tmp_path:
         timeout=600,
     )
     assert completed.returncode == 0, completed.stderr[-4000:]
-    text = report.read_text()
+    return report.read_text()
+
+
+def test_the_benchmark_harness_runs_a_scenario_and_writes_a_report(tmp_path: Path) -> None:
+    text = run_tiny(["claim"], tmp_path)
+    for heading in ("## Machine", "## Targets", "Claim throughput"):
+        assert heading in text
+    assert "| 0 |" in text  # the atomic claim handed out no row twice
+
+
+@pytest.mark.slow
+def test_the_benchmark_harness_runs_every_scenario_and_writes_a_report(tmp_path: Path) -> None:
+    scenarios = [*SCENARIOS, *LONG_SCENARIOS] if os.environ.get("ATOMIC_STORE_LONG") else SCENARIOS
+    text = run_tiny(scenarios, tmp_path)
     for heading in ("## Machine", "## Targets", "Claim throughput", "Single-operation latency"):
         assert heading in text
     for heading in ("Hot key contention", "Scale", "SQLite default", "Aged queue", "Storage soak"):

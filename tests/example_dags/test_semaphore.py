@@ -14,12 +14,12 @@ import pytest
 
 from airflow_atomic_store import AtomicStore
 from airflow_atomic_store.timestamps import shifted
+from devkit import late_writer
 from devkit.airflow_workers import AirflowWorkers
 from devkit.dagrun import DagRunResult
 from devkit.examples import example_dag, stored_rows
 from tests.example_dags.deferrals import recorded_deferrals
 from tests.example_dags.jobs import run_example_recording_waits
-from tests.support import late_writer
 
 RunDag = Callable[..., DagRunResult]
 SLOTS = ["slot-0", "slot-1"]

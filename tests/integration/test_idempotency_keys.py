@@ -7,7 +7,6 @@ call's result with ``replayed: True``.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import time
@@ -18,7 +17,7 @@ import pytest
 
 from airflow_atomic_store import AtomicStore, IdempotencyKeyError, SpecError
 from airflow_atomic_store.store.receipts import MAX_RETENTION_SECONDS
-from devkit.processes import run_in_processes
+from devkit.processes import run_in_processes, worker_context
 from tests.support.physical import give_all_rows_the_same_timestamps
 from tests.support.specs import HAS_TOKENS, INCREMENT, PENDING
 from tests.support.specs import TAKE_TOKEN as TAKE
@@ -222,7 +221,7 @@ def _claim_then_die(url: str, key: str, ready: Any) -> None:
 
 def test_a_claimer_killed_after_its_commit_gets_its_batch_back_on_retry(store, store_url):
     _queue(store, rows=10)
-    context = multiprocessing.get_context("spawn")
+    context = worker_context()
     ready = context.Event()
     worker = context.Process(target=_claim_then_die, args=(store_url, "dag/run/drain/-1", ready))
     worker.start()

@@ -2,7 +2,7 @@
 
 Its ``run()`` goes in an event loop, as in the triggerer, with the store behind an
 ``AIRFLOW_CONN_*`` connection; the write that makes the guard true comes from a
-separate OS process (tests/support/late_writer.py).
+separate OS process (devkit/late_writer.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from airflow.triggers.base import TriggerEvent
 
 from airflow_atomic_store import AtomicStore, SpecError, timestamps
 from airflow_atomic_store.triggers.row_wait import RowWaitTrigger
-from tests.support import late_writer
+from devkit import late_writer
 
 FREE = [{"field": "holder", "operator": "equals", "value": None}]
 

@@ -17,8 +17,8 @@ import pytest
 from airflow.triggers.base import TriggerEvent
 
 from airflow_atomic_store import AtomicStore
+from devkit import late_writer
 from devkit.postgres_server import PostgresServer
-from tests.support import late_writer
 from tests.support.trigger_events import Events, rows_trigger
 
 # -- outages (PostgreSQL) --------------------------------------------------------------

@@ -3,7 +3,7 @@ stays quiet, and what it serializes.
 
 Each test runs the trigger's ``run()`` in an event loop, as the triggerer does, with
 the store behind an ``AIRFLOW_CONN_*`` connection (tests/support/trigger_events.py).
-Rows "from elsewhere" are written by a separate OS process (tests/support/late_writer.py).
+Rows "from elsewhere" are written by a separate OS process (devkit/late_writer.py).
 Its outages are in test_trigger_outages.py, the deferral's ``ClaimWaitTrigger`` in
 test_claim_wait_trigger.py.
 """
@@ -19,7 +19,7 @@ from airflow.triggers.base import TriggerEvent
 
 from airflow_atomic_store import AtomicStore, SpecError, timestamps
 from airflow_atomic_store.triggers import ClaimableRowsTrigger, ClaimWaitTrigger
-from tests.support import late_writer
+from devkit import late_writer
 from tests.support.specs import PENDING
 from tests.support.trigger_events import QUIET, Events, first_event, rows_trigger
 

@@ -17,7 +17,6 @@ idempotency keys, as Airflow retries a killed task.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import random
 import signal
@@ -35,7 +34,7 @@ import pytest
 from airflow_atomic_store import AtomicStore
 from devkit.pgbouncer import PgBouncer
 from devkit.postgres_server import PostgresServer
-from devkit.processes import run_in_processes
+from devkit.processes import run_in_processes, worker_context
 from tests.reliability import fault_workers
 from tests.reliability.support import scaled
 from tests.support.linearizability import Checked, read_calls
@@ -157,6 +156,9 @@ def test_keyed_primitives_stay_linearizable_while_their_sessions_are_terminated(
     fault_workers.assert_all_linearizable(verdicts)
 
 
+# The faults of the test above, through a PgBouncer: make test-all only (make test has
+# those faults without the pooler, and the store behind it in test_pgbouncer.py).
+@pytest.mark.slow
 @postgres_only
 def test_keyed_primitives_stay_linearizable_through_pgbouncer_while_server_sessions_die(
     store_url: str,
@@ -178,7 +180,7 @@ def test_keyed_primitives_stay_linearizable_when_workers_are_killed_and_retried(
 ) -> None:
     history = tmp_path / "history"
     fault_workers.set_up(store, history)
-    context = multiprocessing.get_context("spawn")
+    context = worker_context()
     # Enough rounds that kills land among calls: a worker runs a round in a few ms once
     # its store is open (no set to build first), so 12 rounds ended before the first kill.
     rounds = scaled(60, 300)

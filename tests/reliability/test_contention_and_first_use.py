@@ -13,7 +13,6 @@ does not exist yet, or a fresh PostgreSQL role and schema.
 
 from __future__ import annotations
 
-import multiprocessing
 import queue
 import time
 from collections import Counter
@@ -32,7 +31,7 @@ from airflow_atomic_store.store.postgres.schema import (
     SCHEMA_LOCK_ID,
     table_ddl,
 )
-from devkit.processes import run_in_processes
+from devkit.processes import run_in_processes, worker_context
 from tests.reliability import workers
 from tests.reliability.support import scaled
 
@@ -108,7 +107,7 @@ def test_schema_setup_queued_behind_the_schema_lock_does_not_deadlock_an_index_b
     """
     with AtomicStore(store_url) as store:
         store.put("jobs", "j1", {"status": "pending"})
-    context = multiprocessing.get_context("spawn")
+    context = worker_context()
     results = context.Queue()
     opened, go = context.Event(), context.Event()
     builder = context.Process(
@@ -153,7 +152,7 @@ def test_a_process_that_waited_while_another_created_the_schema_leaves_the_new_t
     and leave it alone: creating the indexes again would wait for that build,
     which waits for the sessions queued on the schema lock.
     """
-    context = multiprocessing.get_context("spawn")
+    context = worker_context()
     results = context.Queue()
     newcomer = context.Process(target=workers.first_get, args=(store_url, results))
     with (

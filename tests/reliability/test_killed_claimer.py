@@ -13,7 +13,6 @@ claimers without a stale-claim recovery in between.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import random
 import signal
@@ -27,7 +26,7 @@ from typing import Any
 import pytest
 
 from airflow_atomic_store import AtomicStore, timestamps
-from devkit.processes import run_in_processes
+from devkit.processes import run_in_processes, worker_context
 from tests.reliability import workers
 from tests.reliability.support import scaled
 from tests.support.linearizability import (
@@ -115,7 +114,7 @@ def test_stale_claim_pass_takes_over_exactly_the_rows_of_a_killed_claimer(
 ) -> None:
     store = parent
     keys = seed(store, 40)
-    context = multiprocessing.get_context("spawn")
+    context = worker_context()
     report = context.Queue()
     victim = context.Process(
         target=workers.claim_complete_some_then_hang,
@@ -160,7 +159,7 @@ def test_claimer_killed_at_a_random_moment_loses_no_row_and_completes_none_twice
 ) -> None:
     store = parent
     keys = seed(store, 400)
-    context = multiprocessing.get_context("spawn")
+    context = worker_context()
     started = context.Event()
     victim = context.Process(
         target=workers.claim_and_complete_until_killed,

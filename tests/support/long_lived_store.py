@@ -7,10 +7,11 @@ changes the database around it.
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from devkit.processes import worker_context
 
 
 def _serve(url: str, calls: Any, replies: Any) -> None:
@@ -38,7 +39,7 @@ class LongLivedStore:
 
 @contextmanager
 def long_lived_store(url: str) -> Iterator[LongLivedStore]:
-    context = multiprocessing.get_context("spawn")
+    context = worker_context()
     calls, replies = context.Queue(), context.Queue()
     process = context.Process(target=_serve, args=(url, calls, replies), daemon=True)
     process.start()

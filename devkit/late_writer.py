@@ -1,8 +1,10 @@
 """Put a row into a store from a separate OS process, after a delay (``python -m``).
 
-    python -m tests.support.late_writer URL TABLE KEY DELAY JSON_VALUE [AFTER_RECEIPT]
+    python -m devkit.late_writer URL TABLE KEY DELAY JSON_VALUE [AFTER_RECEIPT]
 
 What a producer on another machine does while a trigger or a deferred task waits.
+It prints the wall-clock moment (``time.time()``) at which its write committed, which
+the waiting-latency measure (``e2e/waiting_latency.py``) starts its clock from.
 With ``AFTER_RECEIPT`` (an SQL ``LIKE`` pattern) the delay starts only once an
 idempotency receipt whose key matches exists: a keyed claim has run and found
 nothing, so the row cannot have been there for it (a loaded machine can take half
@@ -18,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 WAIT_LIMIT = 300.0
 
 
@@ -30,22 +32,28 @@ def start(
     value: dict | None = None,
     *,
     after_receipt: str | None = None,
+    stdout: int | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start the writer process; the caller waits for it (``.wait()``)."""
+    """Start the writer process; the caller waits for it (``.wait()``).
+
+    ``stdout=subprocess.PIPE`` to read the moment of the write (``.communicate()``).
+    """
     command = [
         sys.executable,
         "-m",
-        "tests.support.late_writer",
+        "devkit.late_writer",
         url,
         table,
         key,
         str(delay),
         json.dumps(value or {"status": "pending"}),
     ]
-    return subprocess.Popen([*command, *([after_receipt] if after_receipt else [])], cwd=ROOT)
+    return subprocess.Popen(
+        [*command, *([after_receipt] if after_receipt else [])], cwd=ROOT, stdout=stdout
+    )
 
 
-def _receipt_exists(url: str, pattern: str) -> bool:
+def receipt_exists(url: str, pattern: str) -> bool:
     query = "SELECT 1 FROM atomic_store_rows_receipts WHERE idempotency_key LIKE {}"
     if url.startswith("sqlite"):
         import sqlite3
@@ -69,13 +77,14 @@ def main(argv: list[str]) -> None:
     from airflow_atomic_store import AtomicStore
 
     deadline = time.monotonic() + WAIT_LIMIT
-    while after and not _receipt_exists(url, after[0]):
+    while after and not receipt_exists(url, after[0]):
         if time.monotonic() > deadline:
             raise SystemExit(f"no receipt like {after[0]!r} within {WAIT_LIMIT:g} s")
         time.sleep(0.1)
     time.sleep(float(delay))
     with AtomicStore(url) as store:
         store.put(table, key, json.loads(value))
+    print(time.time(), flush=True)
 
 
 if __name__ == "__main__":
