@@ -32,6 +32,22 @@ class StoredRow:
 
 
 @dataclass(frozen=True)
+class StoredReceipt:
+    """An idempotency receipt as stored (``store/receipts.py``): the key, its one use, the
+    result it replays, and when it was written (aware, UTC)."""
+
+    key: str
+    primitive: str
+    table: str
+    target: str
+    result: (
+        Any  # as the backends record it: ``[value]``, ``[[key, value], …]``, ``[inserted, value]``
+    )
+    created_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
 class Activity:
     """Counts per minute after a moment (minute 0 starts at it): a queue's arrivals and ends."""
 
@@ -87,6 +103,11 @@ class Snapshot(Protocol):
 
     def rows(self, rows: RowFilter, limit: int, offset: int) -> list[StoredRow]:
         """Matching rows in queue order (``created_at``, then key)."""
+        ...
+
+    def receipts(self, key: str, limit: int) -> list[StoredReceipt]:
+        """The receipts of ``key`` and of its steps (keys ``key/…``), oldest first: what
+        one task instance's keyed calls recorded (``templating.task_instance_key``)."""
         ...
 
     def activity(self, table: str, since: str, unfinished: Sequence[str]) -> Activity:
@@ -173,6 +194,14 @@ def _statements(dialect: SnapshotDialect) -> dict[str, str]:
             "WHERE {table_filter} AND {where} "
             f"ORDER BY r.created_at, r.key LIMIT {mark} OFFSET {mark}"
         ),
+        # A key and its steps: ``key/…`` sorts between ``key/`` and ``key0`` in byte
+        # order (``/`` + 1 is ``0``), a range the primary key serves; no LIKE to escape.
+        "receipts": (
+            "SELECT idempotency_key, primitive, table_name, target, result, created_at, "
+            f"expires_at FROM {{receipts}} WHERE idempotency_key = {mark} OR "
+            f"(idempotency_key > {mark} AND idempotency_key < {mark}) "
+            f"ORDER BY created_at, idempotency_key LIMIT {mark}"
+        ),
     }
 
 
@@ -183,6 +212,7 @@ class SqlSnapshot:
     :param table_ref: what a logical table's rows hold in ``dialect.table_column``
         (None when no row can be in it).
     :param tables_catalog: the quoted catalog of logical tables, where there is one.
+    :param receipts_table: the quoted table of idempotency receipts.
     """
 
     def __init__(
@@ -193,6 +223,7 @@ class SqlSnapshot:
         where: WhereCompiler,
         table_ref: Callable[[str], Any],
         tables_catalog: str = "",
+        receipts_table: str = "",
     ) -> None:
         self._dialect = dialect
         self._statements = _statements(dialect)
@@ -201,6 +232,7 @@ class SqlSnapshot:
         self._where = where
         self._table_ref = table_ref
         self._tables_catalog = tables_catalog
+        self._receipts = receipts_table
 
     def _execute(self, statement: str, params: Sequence[Any] | None = None) -> list[Any]:
         return self._dialect.execute(self._handle, statement, params)
@@ -253,4 +285,21 @@ class SqlSnapshot:
         return [
             StoredRow(key, parse_value(value), parse_time(created), parse_time(updated))
             for key, value, created, updated in self._run("rows", rows, (limit, offset))
+        ]
+
+    def receipts(self, key: str, limit: int) -> list[StoredReceipt]:
+        parse_time, parse_value = self._dialect.parse_time, self._dialect.parse_value
+        statement = self._statements["receipts"].format(receipts=self._receipts)
+        found = self._execute(statement, (key, f"{key}/", f"{key}0", limit))
+        return [
+            StoredReceipt(
+                name,
+                primitive,
+                table,
+                target,
+                parse_value(result),
+                parse_time(at),
+                parse_time(ends),
+            )
+            for name, primitive, table, target, result, at, ends in found
         ]

@@ -76,6 +76,7 @@ def snapshot(
                 return None if row is None else int(row[0])
 
             rows_table = sql.Identifier(storage_table).as_string(None)
-            yield SqlSnapshot(DIALECT, cur, rows_table, where, table_id, catalog)
+            receipts = sql.Identifier(f"{storage_table}_receipts").as_string(None)
+            yield SqlSnapshot(DIALECT, cur, rows_table, where, table_id, catalog, receipts)
 
     return opened()

@@ -56,7 +56,14 @@ def snapshot(
         with transaction as connection:
             connection.execute("PRAGMA query_only = ON")
             try:
-                yield SqlSnapshot(DIALECT, connection, storage_table, where, _same_name)
+                yield SqlSnapshot(
+                    DIALECT,
+                    connection,
+                    storage_table,
+                    where,
+                    _same_name,
+                    receipts_table=f"{storage_table}_receipts",  # as queries.sql names it
+                )
             finally:
                 connection.execute("PRAGMA query_only = OFF")
 
