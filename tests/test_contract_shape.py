@@ -17,7 +17,7 @@ import pytest
 
 from airflow_atomic_store.store.backend import Backend
 from airflow_atomic_store.store.claim_set_types import SetStorage
-from airflow_atomic_store.store.notify import Listener, Notifications
+from airflow_atomic_store.store.notify import Listener, Notifications, Reader
 from airflow_atomic_store.store.snapshot import Snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SQL_PACKAGE = ROOT / "airflow_atomic_store" / "store"
 MAX_PLAIN_ARGUMENTS = 3
 #: What a backend implements, and what its methods hand back (``Backend.snapshot``).
-PROTOCOLS = (Backend, SetStorage, Notifications, Listener, Snapshot)
+PROTOCOLS = (Backend, SetStorage, Notifications, Listener, Reader, Snapshot)
 
 #: Text edits under ``store/`` that are not applied to SQL: ``(module, receiver, method)``
 #: as written in the source, and why each is allowed.

@@ -35,6 +35,7 @@ from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE, Backend
 from airflow_atomic_store.store.claim_sets import ClaimSetCatalog
 from airflow_atomic_store.store.claiming import Claims
 from airflow_atomic_store.store.delegation import delegated
+from airflow_atomic_store.store.notify import Notifications
 from airflow_atomic_store.store.opening import open_backend, open_factory_backend
 from airflow_atomic_store.store.queue_views import QueueViews
 from airflow_atomic_store.store.receipts import (
@@ -291,6 +292,43 @@ class AtomicStore:
     drop_claim_set = delegated(QueueViews.drop_claim_set, _queues, "AtomicStore")
     explain_claim = delegated(QueueViews.explain_claim, _queues, "AtomicStore")
     retire = delegated(Retention.retire, _retention, "AtomicStore")
+
+    # -- waiting: what deferred waits ask of a store (h40; docs/waiting.md) ----
+
+    def watch_selection(
+        self,
+        table: str,
+        where: Any = None,
+        match: str = "all",
+        *,
+        at_most: int = 1000,
+        order_by: str = "createdAt",
+        direction: str = "asc",
+    ) -> Selection:
+        """The rows :meth:`backlog` counts, parsed, with the claimable set that serves them.
+
+        A waiter's shared count compiles it once and runs it on the notifications'
+        reader (:meth:`notifications`); reading the sets' catalog is why it may block.
+        """
+        return self._queues.backlog_selection(
+            table, where, match, at_most=at_most, order_by=order_by, direction=direction
+        )
+
+    def get_many(self, table: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The values of those of ``keys`` that exist in ``table``, read in one statement.
+
+        What the waiters of one table's rows share at each poll, instead of one
+        ``get`` each.
+        """
+        table = parse_table(table)
+        if isinstance(keys, str) or not isinstance(keys, Sequence):
+            raise SpecError("keys", f"must be a list of keys, got {keys!r}")
+        return self._backend.get_many(table, sorted({parse_key(key) for key in keys}))
+
+    def notifications(self) -> Notifications | None:
+        """The backend's notifications capability, or None where writes do not announce
+        themselves (SQLite: its waiters poll). See ``store/notify.py``."""
+        return self._backend.notifications()
 
     # -- idempotency receipts ------------------------------------------------
 

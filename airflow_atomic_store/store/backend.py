@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
 from operator import itemgetter
 from typing import Any, Protocol
@@ -123,6 +123,10 @@ class Backend(SetStorage, Protocol):
         ...
 
     def get(self, table: str, key: str) -> dict[str, Any] | None: ...
+
+    def get_many(self, table: str, keys: Collection[str]) -> dict[str, dict[str, Any]]:
+        """The values of those of ``keys`` that exist, in one statement (waiters' reads)."""
+        ...
 
     def delete(self, table: str, key: str) -> bool: ...
 

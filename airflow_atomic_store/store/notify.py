@@ -19,7 +19,7 @@ Which writes notify is the store's ``notify`` option (:data:`NOTIFY_MODES`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -53,26 +53,61 @@ def channel_for(storage_table: str, table: str) -> str:
 
 
 class Listener(Protocol):
-    """A connection that listens on one table's channel and counts between waits.
+    """One connection that ``LISTEN``s: the driver half of a process's notifier.
 
-    Its methods raise :class:`~airflow_atomic_store.exceptions.StoreUnavailableError`
-    when the connection cannot be made or is lost; the next :meth:`listen` tries again.
+    River's driver listener: connect, listen, unlisten, ping, wait. It knows no
+    subscribers; :class:`~airflow_atomic_store.store.notifier.Notifier` (one per
+    process and store) drives it from one task, so only that task ever uses the
+    connection. Its methods raise
+    :class:`~airflow_atomic_store.exceptions.StoreUnavailableError` when the
+    connection cannot be made or is lost (it is then closed; :meth:`connect` again).
     """
 
     @property
-    def listening(self) -> bool: ...
+    def connected(self) -> bool: ...
 
-    async def listen(self) -> None: ...
+    async def connect(self) -> None: ...
 
-    async def written(self, lookup: tuple[bytes, Sequence[Any]] | None) -> bool: ...
+    async def listen(self, channel: str) -> None: ...
 
-    async def count(self, statement: bytes, params: Sequence[Any]) -> Backlog: ...
+    async def unlisten(self, channel: str) -> None: ...
 
-    async def fetch_one(self, statement: bytes, params: Sequence[Any]) -> Any:
-        """A statement's first row (None when it has none), on the listening connection."""
+    async def wait(self, timeout: float) -> set[str]:
+        """The channels notified, as soon as one is (an empty set after ``timeout`` seconds).
+
+        May be cancelled (the notifier cancels it to LISTEN): what it had received
+        is kept for the next call, never lost."""
         ...
 
-    async def wait(self, timeout: float) -> None: ...
+    async def ping(self) -> None:
+        """A round trip: finds a connection that died silently."""
+        ...
+
+    async def channels(self) -> set[str]:
+        """The channels the server says this session listens on."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class Reader(Protocol):
+    """One asynchronous connection for the waiters' shared reads: a count, rows by key.
+
+    The reads look each logical table up by name in the statement itself, so they
+    hold no table id that a reset of the store could make stale. They raise the
+    store's errors (:class:`~airflow_atomic_store.exceptions.StoreUnavailableError`
+    for a lost connection, which is then closed and made again on the next read).
+    """
+
+    async def count(self, selection: Selection) -> Backlog: ...
+
+    async def get_changed(
+        self, table: str, seen: Mapping[str, str | None]
+    ) -> dict[str, tuple[dict[str, Any] | None, str | None]]:
+        """``(value, version)`` of each of ``seen``'s keys whose row's version is not the
+        one given (None: no row, or not read yet), in one statement; a row gone since
+        answers ``(None, None)``. A version changes with every write of the row."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -80,24 +115,17 @@ class Listener(Protocol):
 class Notifications(Protocol):
     """A backend whose committed writes wake listeners (PostgreSQL ``LISTEN``/``NOTIFY``).
 
-    River's ``SupportsListener``: asked of a backend (``Backend.notifications``),
-    not assumed. A trigger listens with the backend's own :class:`Listener` and
-    runs its counts on the listener's connection.
+    River's ``SupportsListener``/``GetListener``: asked of a store
+    (``AtomicStore.notifications()``), not assumed; None where writes do not
+    announce themselves (SQLite: its waiters poll). A process makes one
+    :class:`Listener` and one :class:`Reader` per store, whatever the number of
+    waiters (``triggers/hub.py``).
     """
 
-    def listener(self, table: str, connect_args: dict[str, Any]) -> Listener:
-        """A listener on ``table``'s channel, connecting with ``connect_args``."""
+    def channel(self, table: str) -> str:
+        """The channel that the writes to ``table`` notify."""
         ...
 
-    def count_query(self, selection: Selection) -> tuple[bytes, list[Any]]:
-        """The backend's count statement and parameters, to run on a listener."""
-        ...
+    def listener(self, connect_args: dict[str, Any]) -> Listener: ...
 
-    def value_query(self, table: str, key: str) -> tuple[bytes, list[Any]]:
-        """The backend's read of one row's value, to run on a listener."""
-        ...
-
-    def written_query(self, table: str) -> tuple[bytes, list[Any]] | None:
-        """A statement returning a row once something wrote ``table``; None when
-        :meth:`count_query` needs no catalog read for it (the table's id is known)."""
-        ...
+    def reader(self, connect_args: dict[str, Any]) -> Reader: ...

@@ -19,7 +19,7 @@ ensured, errors translated) and a statement compiler (``statements.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -34,7 +34,7 @@ from airflow_atomic_store.store.postgres.bulk import PostgresBulk
 from airflow_atomic_store.store.postgres.connection import Connect, PostgresConnection
 from airflow_atomic_store.store.postgres.explain import explain
 from airflow_atomic_store.store.postgres.jsonb import jsonb
-from airflow_atomic_store.store.postgres.listener import PostgresListener
+from airflow_atomic_store.store.postgres.listener import PostgresListener, PostgresReader
 from airflow_atomic_store.store.postgres.mutation_sql import mutations_sql
 from airflow_atomic_store.store.postgres.set_verbs import PostgresSetVerbs
 from airflow_atomic_store.store.postgres.statements import StatementCompiler
@@ -123,25 +123,38 @@ class PostgresBackend:
         """``call()``, made once more if it found nothing with an id gone stale (``tables.py``)."""
         return self._ids.again_if_stale(self._cursor, call, missed, names)
 
-    # -- notifications (the trigger's capability) ----------------------------
+    # -- notifications (the waiters' capability, ``store/notify.py``) ---------
+    # h40: the notifier and the waiters' shared reads; a driver carries these over.
 
     def notifications(self) -> PostgresBackend:
         return self
 
-    def listener(self, table: str, connect_args: dict[str, Any]) -> PostgresListener:
-        """On the channel the writes to ``table`` notify (per storage table and table)."""
-        return PostgresListener(connect_args, channel_for(self._table_name, table))
+    def channel(self, table: str) -> str:
+        """The channel the writes to ``table`` notify (per storage table and table)."""
+        return channel_for(self._table_name, table)
+
+    def listener(self, connect_args: dict[str, Any]) -> PostgresListener:
+        return PostgresListener(connect_args)
+
+    def reader(self, connect_args: dict[str, Any]) -> PostgresReader:
+        return PostgresReader(connect_args, self)
 
     def count_query(self, selection: Selection) -> tuple[bytes, list[Any]]:
         return self._selection("count", selection)
 
-    def value_query(self, table: str, key: str) -> tuple[bytes, list[Any]]:
-        """By name: a trigger runs it on its own connection, where no stale id is noticed."""
-        return self._sql.queries["get_by_name"], [table, key]
+    def get_changed_query(
+        self, table: str, seen: Mapping[str, str | None]
+    ) -> tuple[bytes, dict[str, Any]]:
+        """By name: a reader runs it on its own connection, where no stale id is noticed.
+        A row's version is its ``xmin``: every write of the row makes a new one."""
+        params = {"table": table, "keys": list(seen), "seen": list(seen.values())}
+        return self._sql.queries["get_changed_by_name"], params
 
-    def written_query(self, table: str) -> tuple[bytes, list[Any]] | None:
-        """The catalog lookup :meth:`count_query` would make for a table not yet seen written."""
-        return self._ids.find_query(table)
+    def get_many(self, table: str, keys: Collection[str]) -> dict[str, dict[str, Any]]:
+        params = {"table": table, "keys": list(keys)}
+        with self._cursor(many_rows=True) as cur:
+            rows = cur.execute(self._sql.queries["get_many"], params).fetchall()
+        return {key: value for key, value in rows}
 
     def snapshot(self) -> AbstractContextManager[Snapshot]:
         """Read-only inspection queries in one transaction (``inspect.py``)."""

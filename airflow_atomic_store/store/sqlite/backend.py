@@ -13,6 +13,7 @@ update is one ``UPDATE … RETURNING`` (``mutations.py``).
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -169,6 +170,13 @@ class SqliteBackend:
         with self._transaction(write=False) as connection:
             row = connection.execute(self._sql.statement("get"), (table, key)).fetchone()
         return None if row is None else json.loads(row[0])
+
+    def get_many(self, table: str, keys: Collection[str]) -> dict[str, dict[str, Any]]:
+        """h40: the waiters' shared poll of many rows, one statement (keys as a JSON array)."""
+        params = {"table": table, "keys": json.dumps(list(keys))}
+        with self._transaction(write=False) as connection:
+            rows = connection.execute(self._sql.statement("get_many"), params).fetchall()
+        return {key: json.loads(value) for key, value in rows}
 
     def delete(self, table: str, key: str) -> bool:
         with self._transaction() as connection:
