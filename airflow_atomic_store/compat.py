@@ -15,7 +15,8 @@ synchronous call). This module keeps only the rest (checked against the 3.0.6, 3
   ``airflow.api_fastapi.core_api.security.get_user`` reads a Bearer header or the UI's
   ``_token`` cookie; 3.0's reads only the header, so there the cookie is read here.
   Loaded on first use (the API server only).
-* ``EXTERNAL_VIEWS``: whether the UI shows plugins' ``external_views`` (3.1+). The
+* ``EXTERNAL_VIEWS``, ``REACT_APPS``: whether the UI shows plugins' ``external_views``
+  and ``react_apps`` (3.1+). The
   line is read with :func:`~airflow_atomic_store.versions.release`: common-compat's
   ``version_compat`` asks providers to copy it rather than import it.
 
@@ -45,6 +46,9 @@ check_airflow_version(airflow.__version__)
 
 #: The UI lists plugins' ``external_views`` as navigation entries from 3.1 on.
 EXTERNAL_VIEWS = release(airflow.__version__) >= (3, 1)
+#: ... and renders plugins' ``react_apps`` in its own shell from 3.1 on (its host hands
+#: them React on ``globalThis``; Chakra UI too from 3.2: ``ui/www/src/kit.tsx``).
+REACT_APPS = release(airflow.__version__) >= (3, 1)
 
 # Airflow's own way across the lines (apache-airflow-providers-common-compat, installed
 # with every Airflow 3): the package's modules import these from there; they stay
@@ -120,6 +124,7 @@ __all__ = [
     "EXTERNAL_VIEWS",
     "MIN_AIRFLOW_VERSION",
     "MIN_POSTGRES_PROVIDER_VERSION",
+    "REACT_APPS",
     "AirflowFailException",
     "AirflowNotFoundException",
     "BaseHook",

@@ -59,11 +59,19 @@ FIELDS: tuple[FormField, ...] = (
     ),
 )
 
-#: The standard fields: the store file is the host; nothing else of a URL applies.
+#: What Airflow's UI shows of a store connection (``ui/``): said where the form is filled in.
+UI_NOTE = (
+    "Browse > Atomic Store shows this store's tables, queue counts, claims, leases and "
+    "receipts to roles that may read this connection; each task instance's Atomic Store "
+    "tab shows what it claimed and holds here."
+)
+
+#: The standard fields: the store file is the host; nothing else of a URL applies. The
+#: description's placeholder says what the UI shows of the connection.
 BEHAVIOUR: dict[str, Any] = {
     "hidden_fields": ["login", "password", "port", "schema"],
     "relabeling": {"host": "Absolute path of the store file"},
-    "placeholders": {"host": "/abs/path/store.db"},
+    "placeholders": {"host": "/abs/path/store.db", "description": UI_NOTE},
 }
 
 

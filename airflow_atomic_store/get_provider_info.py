@@ -28,7 +28,9 @@ def get_provider_info() -> dict[str, Any]:
         "description": (
             "Atomic update, claim and upsert primitives over SQLite and PostgreSQL, so that "
             "concurrent DAG runs, mapped tasks and workers coordinate through shared rows "
-            "without races."
+            "without races. In Airflow's UI (3.1+), Browse > Atomic Store shows each store "
+            "connection's tables, queue counts and charts, claims, leases and rows, and a "
+            "task instance's Atomic Store tab what it claimed, holds and recorded there."
         ),
         "versions": [__version__],
         "integrations": [

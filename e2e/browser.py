@@ -26,6 +26,14 @@ It saves a screenshot of the queue page in the run's working directory, or where
 ``--screenshot`` says: ``make e2e E2E_ARGS="--screenshot docs/img/atomic-store-page.png"``
 refreshes the one ``docs/observing.md`` shows (a plain run leaves the checkout as
 it found it).
+
+:func:`check_native_pages` then checks what Airflow 3.1+'s own UI renders from the
+plugin's ``react_apps``: the store page in the UI's document (no iframe), its counts
+between the store's readings and its charts, its colours in the dark mode; the tab
+of the victim run's claim task, listing exactly the rows its claim took in the
+states the store gives them; an anonymous browser (401 from the tab's route, sent to
+the login by the UI) and the deployment's ``viewer`` (refused, no row shown). It
+saves both pages' screenshots, light and dark, next to the queue page's.
 """
 
 from __future__ import annotations
@@ -44,7 +52,14 @@ from typing import Any
 from airflow_atomic_store import AtomicStore
 from e2e import checks
 
-__all__ = ["PageFigures", "chart_between", "check_queue_page", "figures_between"]
+__all__ = [
+    "DispatcherTask",
+    "PageFigures",
+    "chart_between",
+    "check_native_pages",
+    "check_queue_page",
+    "figures_between",
+]
 
 PROJECT = Path(__file__).resolve().parent.parent
 CONN_ID = "atomic_store_default"  # the deployment's store connection (an environment variable)
@@ -193,14 +208,58 @@ class Page:
     def text(self, element_id: str) -> str:
         return str(self.element(element_id).text).strip()
 
-    def sign_in(self, username: str, password: str) -> None:
-        """Airflow's own login page, then back to the store page (the ``next`` URL)."""
-        self.session.get(f"{self.base_url}/auth/login?next=/atomic-store/")
+    def sign_in(
+        self,
+        username: str,
+        password: str,
+        next_path: str = "/atomic-store/",
+        then: str = "connections",
+    ) -> None:
+        """Airflow's own login page, then on to ``next_path`` (the store page), until ``then``."""
+        self.session.get(f"{self.base_url}/auth/login?next={next_path}")
         by_name = (self._by.NAME, "username")
         self._wait.until(self._until.presence_of_element_located(by_name)).send_keys(username)
         self.session.find_element(self._by.NAME, "password").send_keys(password)
         self.session.find_element(self._by.CSS_SELECTOR, "button[type=submit]").click()
-        self.element("connections")
+        self.element(then)
+
+    def open(self, path: str, then: str) -> None:
+        self.session.get(f"{self.base_url}/{path}")
+        self.element(then)
+
+    def press(self, label: str, then: str) -> None:
+        """Click the native page's button labelled ``label`` (a connection, a table)."""
+        xpath = f"//*[@id='atomic-store']//button[normalize-space()='{label}']"
+        self._wait.until(self._until.element_to_be_clickable((self._by.XPATH, xpath))).click()
+        self.element(then)
+
+    def wait_for(self, css: str, count: int) -> list[Any]:
+        """Wait until ``count`` elements match ``css`` (at least one when ``count`` is 0)."""
+
+        def found(_: Any) -> Any:
+            matched = self.session.find_elements(self._by.CSS_SELECTOR, css)
+            return matched if (len(matched) >= count and matched) else False
+
+        return list(self._wait.until(found))
+
+    def dark(self, on: bool) -> None:
+        """Airflow's colour mode, as its toggle stores it (next-themes' ``theme`` key)."""
+        self.session.execute_script(
+            "localStorage.setItem('theme', arguments[0])", "dark" if on else "light"
+        )
+        self.session.refresh()
+
+    def scroll_to(self, element_id: str) -> None:
+        self.session.execute_script(
+            "document.getElementById(arguments[0]).scrollIntoView()", element_id
+        )
+
+    def colour_of(self, element_id: str) -> str:
+        return str(
+            self.session.execute_script(
+                "return getComputedStyle(document.getElementById(arguments[0])).color", element_id
+            )
+        )
 
     def click(self, link_text: str, then: str) -> None:
         self.session.find_element(self._by.LINK_TEXT, link_text).click()
@@ -333,5 +392,201 @@ def check_queue_page(
             f"after); charts drawn, backlog {shown.backlog}, {shown.day_finished} finished "
             f"today; {stale_key} flagged stale at a {threshold} s threshold, nothing at 1 h; "
             f"a bad filter refused; screenshot {_shown(screenshot)} ({seconds:.0f}s)"
+        )
+    }
+
+
+# -- the native page and the task-instance tab (Airflow 3.1+ react_apps) ----------------------
+
+#: Where Airflow's UI renders the plugin's react apps (``ui/plugin.py``'s url_routes).
+NAV_PAGE = "plugin/atomic-store"
+TAB = "plugin/atomic-store-task"
+
+
+@dataclass(frozen=True)
+class DispatcherTask:
+    """A dispatcher's claim task instance, and the keys its claim returned (its XCom)."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    claimed: tuple[str, ...]
+
+    @property
+    def execution_id(self) -> str:
+        return f"{self.dag_id}/{self.run_id}"
+
+    @property
+    def tab_path(self) -> str:
+        return f"dags/{self.dag_id}/runs/{self.run_id}/tasks/{self.task_id}/{TAB}"
+
+
+def _row_states(store: AtomicStore, table: str, task: DispatcherTask) -> dict[str, str]:
+    """Each claimed row's state as the tab words it (``inspection``'s ``TaskRow.state``)."""
+    states = {}
+    for key in task.claimed:
+        value = store.get(table, key) or {}
+        status = value.get("status")
+        if value.get("claimedBy") != task.execution_id:
+            states[key] = "gone"
+        elif status in (None, "in_flight", "held"):
+            states[key] = "held"
+        else:
+            states[key] = "handed_back" if status in ("pending", "free") else "finished"
+    return states
+
+
+def _native_figures(page: Page) -> PageFigures:
+    by = page._by
+    statuses = {}
+    for row in page.session.find_elements(by.CSS_SELECTOR, "#status-counts tr[data-status]"):
+        cells = [cell.text.strip() for cell in row.find_elements(by.TAG_NAME, "td")]
+        statuses[str(row.get_attribute("data-status"))] = int(cells[1])
+    bars = {}
+    for chart in CHART_BARS:
+        drawn = page.element(chart).find_elements(by.CSS_SELECTOR, "rect.finished")
+        bars[chart] = sum(1 for bar in drawn if bar.rect["width"] > 0)
+    return PageFigures(
+        rows=int(page.text("rows")),
+        statuses=statuses,
+        in_flight=int(page.text("in-flight-count")),
+        stale_count=int(page.text("stale-count")),
+        stale={},
+        stale_runs={},
+        backlog=int(page.text("activity-hour-backlog")),
+        day_finished=int(page.text("activity-day-finished")),
+        chart_bars=bars,
+    )
+
+
+def _tab_rows(page: Page) -> dict[str, str]:
+    rows = page.session.find_elements(page._by.CSS_SELECTOR, "#ti-claimed tr[data-key]")
+    return {
+        str(row.get_attribute("data-key")): str(row.get_attribute("data-state")) for row in rows
+    }
+
+
+def _refused(page: Page, path: str, secrets: tuple[str, ...]) -> str:
+    """Open ``path``; raise unless it shows the refusal and none of ``secrets``."""
+    page.open(path, then="error")
+    message = page.text("error")
+    shown = [key for key in secrets if key in page.session.page_source]
+    if shown or page.has("connections") or page.has("ti-claimed"):
+        raise checks.CheckFailed(f"{path} showed {shown or 'store rows'} to a refused user")
+    return message
+
+
+def check_native_pages(
+    *,
+    base_url: str,
+    username: str,
+    password: str,
+    viewer: str,
+    viewer_password: str,
+    store: AtomicStore,
+    table: str,
+    dispatcher: DispatcherTask,
+    work_dir: Path,
+    say: Callable[[str], None],
+    screenshots: Path | None = None,
+    conn_id: str = CONN_ID,
+) -> dict[str, str]:
+    """The page and the tab as Airflow's own UI renders them (no iframe), in headless Chromium.
+
+    Signed in: the page lists the connection, the queue's counts (one moment between the
+    store's before and after) and its charts; the dispatcher task's tab lists exactly the
+    rows its claim took, each in the state the store gives it (where that did not change
+    while the page was read). In the dark colour mode the page takes the theme's colours.
+    Anonymous: the tab's route answers 401 with no row, the page sends to the login.
+    A viewer (no connection may be read): both show the refusal and none of the rows.
+    Screenshots of both, light and dark, go to ``screenshots`` (default ``work_dir``).
+    """
+    started = time.monotonic()
+    shots = screenshots or work_dir
+    shots.mkdir(parents=True, exist_ok=True)
+    saved = []
+    with chromium(work_dir / "chromium-native") as session:
+        page = Page(session, base_url)
+        page.sign_in(username, password, next_path=f"/{NAV_PAGE}", then="atomic-store")
+        page.press(conn_id, then="tables")
+        page.press(table, then="status-counts")
+        page.wait_for("#activity-day rect.finished", CHART_BARS["activity-day"])
+        before = checks.status_counts(checks.read_table(store, table))
+        page.session.refresh()  # counts read between the store's two readings
+        page.press(conn_id, then="tables")
+        page.press(table, then="status-counts")
+        page.wait_for("#activity-day rect.finished", CHART_BARS["activity-day"])
+        shown = _native_figures(page)
+        after = checks.status_counts(checks.read_table(store, table))
+        figures_between(shown, before, after)
+        chart_between(shown, before, after)
+        light = page.colour_of("rows")
+        page.scroll_to("stats-section")  # the screenshots show the queue: counts and charts
+        session.save_screenshot(str(shots / "atomic-store-native-light.png"))
+        page.dark(True)
+        page.press(conn_id, then="tables")
+        page.press(table, then="status-counts")
+        page.wait_for("#activity-hour rect.finished", CHART_BARS["activity-hour"])
+        dark = page.colour_of("rows")
+        page.scroll_to("stats-section")
+        session.save_screenshot(str(shots / "atomic-store-native-dark.png"))
+        if dark == light:
+            raise checks.CheckFailed(f"the page kept its colour ({light}) in the dark mode")
+
+        states_before = _row_states(store, table, dispatcher)
+        page.dark(False)
+        page.open(dispatcher.tab_path, then="ti-claimed")
+        page.wait_for("#ti-claimed tr[data-key]", len(dispatcher.claimed))
+        listed = _tab_rows(page)
+        states_after = _row_states(store, table, dispatcher)
+        if set(listed) != set(dispatcher.claimed):
+            raise checks.CheckFailed(
+                f"the tab of {dispatcher.execution_id}'s {dispatcher.task_id} lists "
+                f"{sorted(listed)}, not the rows its claim took: {sorted(dispatcher.claimed)}"
+            )
+        settled = {k: v for k, v in states_before.items() if states_after[k] == v}
+        wrong = {k: (listed[k], v) for k, v in settled.items() if listed[k] != v}
+        if wrong:
+            raise checks.CheckFailed(f"the tab shows (shown, store) states {wrong}")
+        session.save_screenshot(str(shots / "atomic-store-task-light.png"))
+        page.dark(True)
+        page.element("ti-claimed")
+        page.wait_for("#ti-claimed tr[data-key]", len(dispatcher.claimed))
+        session.save_screenshot(str(shots / "atomic-store-task-dark.png"))
+        page.dark(False)
+        saved = sorted(path.name for path in shots.glob("atomic-store-*-*.png"))
+
+    query = f"dag_id={dispatcher.dag_id}&run_id={dispatcher.run_id}&task_id={dispatcher.task_id}"
+    with chromium(work_dir / "chromium-anonymous") as session:
+        page = Page(session, base_url)
+        session.get(f"{base_url.rstrip('/')}/atomic-store/api/task-instance?{query}")
+        body = str(session.find_element(page._by.TAG_NAME, "body").text)
+        if "Not authenticated" not in body or any(key in body for key in dispatcher.claimed):
+            raise checks.CheckFailed(f"an anonymous request for the tab got {body[:300]!r}")
+        session.get(f"{page.base_url}/{NAV_PAGE}")
+        page._wait.until(lambda _: "login" in session.current_url)
+        if page.has("atomic-store"):
+            raise checks.CheckFailed("an anonymous user was shown the store page")
+
+    with chromium(work_dir / "chromium-viewer") as session:
+        page = Page(session, base_url)
+        page.sign_in(viewer, viewer_password, next_path=f"/{NAV_PAGE}", then="error")
+        refused = _refused(page, NAV_PAGE, (conn_id, *dispatcher.claimed))
+        _refused(page, dispatcher.tab_path, dispatcher.claimed)
+    seconds = time.monotonic() - started
+    say(
+        f"browser: Airflow's UI rendered the store page ({shown.pending} pending, charts drawn) "
+        f"and {dispatcher.task_id}'s tab of {dispatcher.run_id} ({len(listed)} rows) "
+        f"({seconds:.0f}s)"
+    )
+    return {
+        "native page": (
+            f"rendered by Airflow's UI (no iframe), {shown.pending}/{shown.in_flight}/"
+            f"{shown.done} pending/in flight/done between the store's before and after, "
+            f"charts drawn, dark mode recoloured ({light} -> {dark}); "
+            f"{dispatcher.run_id}'s {dispatcher.task_id} tab listed its {len(listed)} claimed "
+            f"rows ({dict(Counter(listed.values()))}); anonymous 401 and sent to login; "
+            f"viewer refused ({refused[:60]!r}); screenshots {', '.join(saved)} in "
+            f"{_shown(shots)} ({seconds:.0f}s)"
         )
     }

@@ -54,6 +54,9 @@ __all__ = ["Component", "Deployment", "DeploymentError", "Executor", "LocalExecu
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 PROJECT = Path(__file__).resolve().parent.parent
 USERNAME = "e2e"
+#: A second user with the simple auth manager's ``viewer`` role: it may read no
+#: connection, so the UI's store page and tab must show it nothing (e2e/browser.py).
+VIEWER = "e2e-viewer"
 STORE_DATABASE = "atomic_store"
 LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
 METADATA_DATABASE = "airflow"
@@ -182,6 +185,7 @@ class Deployment:
         self.components: dict[str, Component] = {}
         self.api_port = 0
         self.password = secrets.token_urlsafe(16)
+        self.viewer_password = secrets.token_urlsafe(16)
         self._env: dict[str, str] | None = None
         self._sessions: set[int] = set()
 
@@ -234,8 +238,9 @@ class Deployment:
             "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
             "AIRFLOW__API__SECRET_KEY": secrets.token_hex(32),
             "AIRFLOW__CORE__FERNET_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
-            # The REST API's user (the simple auth manager: one admin, known password).
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USERNAME}:admin",
+            # The REST API's user (the simple auth manager: one admin, known password), and
+            # a viewer for the UI's access checks.
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USERNAME}:admin,{VIEWER}:viewer",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
             # Log servers on free ports: other deployments may run on this machine.
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
@@ -274,7 +279,8 @@ class Deployment:
         self.root.mkdir(parents=True, exist_ok=True)
         self.home.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(parents=True, exist_ok=True)
-        (self.home / "passwords.json").write_text(json.dumps({USERNAME: self.password}) + "\n")
+        passwords = {USERNAME: self.password, VIEWER: self.viewer_password}
+        (self.home / "passwords.json").write_text(json.dumps(passwords) + "\n")
 
         started = time.monotonic()
         self.server = PostgresServer(dbname=STORE_DATABASE, base_dir=self.root, max_connections=300)

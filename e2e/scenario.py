@@ -50,7 +50,7 @@ from e2e import browser, celery_hosts, checks, event_dispatch, semaphore_phase
 from e2e.api import TERMINAL_RUN_STATES, AirflowApi, wait_for
 from e2e.claim_retry import DAG_ID as CLAIM_RETRY
 from e2e.claim_retry import ClaimRetry
-from e2e.deployment import USERNAME, Deployment
+from e2e.deployment import USERNAME, VIEWER, Deployment
 from e2e.driver import Driver as PhaseDriver
 from e2e.driver import Options
 from e2e.tasks import task_process
@@ -329,9 +329,11 @@ def kill_mid_batch(driver: Driver, store: AtomicStore, victim: str) -> Kill | No
 
 
 def check_page_in_browser(driver: Driver, store: AtomicStore, kill: Kill) -> dict[str, str]:
-    """The Airflow UI page in headless Chromium, while the killed task's claim is stale."""
+    """The Airflow UI page in headless Chromium, while the killed task's claim is stale;
+    then the native page and the victim's claim task's tab, rendered by Airflow's UI."""
     deployment = driver.deployment
-    return browser.check_queue_page(
+    shots = driver.options.screenshot
+    page = browser.check_queue_page(
         base_url=deployment.api_url,
         username=USERNAME,
         password=deployment.password,
@@ -341,7 +343,26 @@ def check_page_in_browser(driver: Driver, store: AtomicStore, kill: Kill) -> dic
         claimed_by=f"{DISPATCHER}/{kill.run_id}",
         work_dir=deployment.root,
         say=driver.say,
-        screenshot=driver.options.screenshot,
+        screenshot=shots,
+    )
+    victim = browser.DispatcherTask(
+        DISPATCHER,
+        kill.run_id,
+        CLAIM_TASK[DISPATCHER],
+        tuple(claimed_keys(driver.api, DISPATCHER, kill.run_id) or ()),
+    )
+    return page | browser.check_native_pages(
+        base_url=deployment.api_url,
+        username=USERNAME,
+        password=deployment.password,
+        viewer=VIEWER,
+        viewer_password=deployment.viewer_password,
+        store=store,
+        table=QUEUE_TABLE,
+        dispatcher=victim,
+        work_dir=deployment.root,
+        say=driver.say,
+        screenshots=shots.parent if shots else None,
     )
 
 

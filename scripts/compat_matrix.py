@@ -321,12 +321,16 @@ def table(results: list[Result]) -> list[str]:
     return rows
 
 
-#: What differs between lines for the Airflow UI page (tests/airflow/test_ui_page.py, every line).
+#: What differs between lines for the Airflow UI pages (tests/airflow/test_ui_*.py, every line).
 UI_NOTE = (
-    "The Airflow UI page (`/atomic-store/` on the API server, see "
-    "[Observing the store](observing.md)) is mounted on every line. Its navigation entry is "
-    "a plugin `external_views` entry, which Airflow's UI shows from 3.1: on 3.0 the page has "
-    "no entry in the navigation and is reached by its URL."
+    "The Airflow UI pages (see [Observing the store](observing.md)) differ between lines: "
+    "the server-rendered page (`/atomic-store/` on the API server) is mounted on every line. "
+    "From 3.1 the UI also renders the native page (Browse → Atomic Store) and a task "
+    "instance's Atomic Store tab (plugin `react_apps`), with the host's Chakra UI from 3.2 "
+    "(on 3.1, which hands plugins React only, plain elements in the theme's colours), and "
+    "lists the server-rendered page as Browse → Atomic Store (HTML) (`external_views`); on "
+    "3.0 there are no plugin navigation entries or React apps: the server-rendered page is "
+    "reached by its URL."
 )
 
 

@@ -181,3 +181,9 @@ def test_the_import_reader_sees_lazy_relative_and_module_string_imports() -> Non
         "sys",
         "tests.support.late_writer",
     }
+
+
+def test_the_triggers_ask_the_backend_and_import_no_driver() -> None:
+    """Waiting is a backend capability (``AtomicStore.notifications()``): the code that
+    waits knows no driver, so a new backend brings its listener without touching it."""
+    assert _imports_of("airflow_atomic_store/triggers", ("psycopg", "sqlite3", "aiosqlite")) == []

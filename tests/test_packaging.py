@@ -58,7 +58,7 @@ def _run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = tmp_path_factory.mktemp("source")
-    ignore = shutil.ignore_patterns("__pycache__", "*.py[cod]", "*.egg-info")
+    ignore = shutil.ignore_patterns("__pycache__", "*.py[cod]", "*.egg-info", "node_modules")
     for name in [*BUILD_INPUTS, *DEVELOPMENT_ONLY]:
         path = ROOT / name
         if path.is_dir():
@@ -139,6 +139,14 @@ def test_the_wheel_ships_every_module_and_data_file_of_the_package(
     assert not missing, (
         f"not in the wheel (a subpackage missing from pyproject's packages?): {missing}"
     )
+
+
+def test_the_wheel_ships_the_ui_bundle_and_its_hash_but_not_its_sources(
+    wheel_files: set[str],
+) -> None:
+    static = "airflow_atomic_store/ui/static/"
+    assert {f"{static}atomic-store.js", f"{static}atomic-store.sha256"} <= wheel_files
+    assert not [name for name in wheel_files if "/ui/www/" in name or "node_modules" in name]
 
 
 def test_the_wheel_ships_the_example_dags_inside_the_package(wheel_files: set[str]) -> None:

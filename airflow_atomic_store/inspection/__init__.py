@@ -27,6 +27,9 @@ from airflow_atomic_store.inspection.results import (
     Shape,
     TableStats,
     TableSummary,
+    TaskInstanceUse,
+    TaskReceipt,
+    TaskRow,
 )
 
 __all__ = [
@@ -40,4 +43,7 @@ __all__ = [
     "StoreInspector",
     "TableStats",
     "TableSummary",
+    "TaskInstanceUse",
+    "TaskReceipt",
+    "TaskRow",
 ]

@@ -8,6 +8,7 @@ what comes back into :mod:`~airflow_atomic_store.inspection.results`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -18,11 +19,16 @@ from airflow_atomic_store.inspection.results import (
     InspectedRow,
     QueueActivity,
     RowPage,
+    RowState,
     TableStats,
     TableSummary,
+    TaskInstanceUse,
+    TaskReceipt,
+    TaskRow,
 )
 from airflow_atomic_store.spec import (
     QUERY_LIMIT,
+    check_text,
     evaluate,
     is_number,
     parse_limit,
@@ -32,7 +38,7 @@ from airflow_atomic_store.spec import (
 )
 from airflow_atomic_store.spec.values import INT_MAX
 from airflow_atomic_store.store import AtomicStore
-from airflow_atomic_store.store.contract import Claim, RowFilter
+from airflow_atomic_store.store.contract import Claim, RowFilter, StoredReceipt
 from airflow_atomic_store.timestamps import format_timestamp, parse_timestamp, utc_now
 
 PENDING, IN_FLIGHT = "pending", "in_flight"
@@ -43,6 +49,14 @@ ACTIVITY_WINDOW = timedelta(days=1)
 MAX_ACTIVITY_MINUTES = 7 * 24 * 60
 _PENDING = parse_where([{"field": "status", "operator": "equals", "value": PENDING}])
 _IN_FLIGHT = parse_where([{"field": "status", "operator": "equals", "value": IN_FLIGHT}])
+#: The most receipts, tables and rows one task-instance view reads (it says when it stopped).
+TASK_RECEIPT_LIMIT = 200
+TASK_TABLE_LIMIT = 200
+TASK_ROW_LIMIT = 1000
+#: Statuses of a claimed row still held (the queues' and the semaphore's), and of one
+#: given back (a hand-back to ``pending``, a released slot): anything else is finished.
+HOLDING = frozenset({IN_FLIGHT, "held"})
+HANDED_BACK = frozenset({PENDING, "free"})
 #: The fixed ``status`` condition (position 0) is written as a literal, so a
 #: queue's claimable set (a partial index on ``status``) can serve it.
 _STATUS_INLINE = (0,)
@@ -189,6 +203,199 @@ class StoreInspector:
             for row in stored[:count]
         )
         return RowPage(table, inspected, count, start, has_more=len(stored) > count)
+
+    def task_instance(
+        self,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        map_index: int = -1,
+        *,
+        started_at: datetime | None = None,
+    ) -> TaskInstanceUse:
+        """What one task instance did here, and what its DAG run holds.
+
+        Its keyed calls are its receipts (key ``{dag_id}/{run_id}/{task_id}/{map_index}``
+        and its steps, ``templating.task_instance_key``); its claims' rows are read as
+        they stand now. A claim writes ``claimedBy`` = the run's execution id
+        (``{dag_id}/{run_id}``), shared by the run's tasks, so the rows the run holds
+        (``claimedBy`` or a lease's ``holder``) are listed too: every table is
+        searched, the tables this task used first. ``started_at`` (aware): when the
+        task instance's latest try started; a receipt written before it was replayed.
+        """
+        execution = f"{_name(dag_id, 'dag_id')}/{_name(run_id, 'run_id')}"
+        task_key = f"{execution}/{_name(task_id, 'task_id')}/{_map_index(map_index)}"
+        if started_at is not None and (
+            not isinstance(started_at, datetime) or started_at.tzinfo is None
+        ):
+            raise SpecError("started_at", f"must be an aware datetime, got {started_at!r}")
+        owned = parse_where(
+            [
+                {"field": "claimedBy", "operator": "equals", "value": execution},
+                {"field": "holder", "operator": "equals", "value": execution},
+            ]
+        )
+        now = format_timestamp(self._clock())
+        with self._store.snapshot() as snapshot:
+            stored = snapshot.receipts(task_key, TASK_RECEIPT_LIMIT + 1)
+            names = {table for table, _ in snapshot.table_counts()}
+            used = sorted({receipt.table for receipt in stored} & names)
+            searched = [*used, *sorted(names.difference(used))][:TASK_TABLE_LIMIT]
+            found: dict[tuple[str, str], TaskRow] = {}
+            truncated = len(stored) > TASK_RECEIPT_LIMIT or len(names) > TASK_TABLE_LIMIT
+            for table in searched:
+                room = TASK_ROW_LIMIT - len(found)
+                rows = snapshot.rows(RowFilter(table, owned, "any"), room + 1, 0)
+                truncated = truncated or len(rows) > room
+                for row in rows[:room]:
+                    found[table, row.key] = _task_row(table, row.key, row.value, execution, now)
+        receipts = tuple(
+            _task_receipt(receipt, task_key, started_at) for receipt in stored[:TASK_RECEIPT_LIMIT]
+        )
+        claimed = {
+            (receipt.table, key): found.get((receipt.table, key))
+            or TaskRow(receipt.table, key, _missing(receipt), None, None, None, None)
+            for receipt in receipts
+            for key in receipt.claimed
+        }
+        return TaskInstanceUse(
+            task_key=task_key,
+            execution_id=execution,
+            receipts=receipts,
+            claimed=tuple(claimed.values()),
+            run_rows=tuple(row for place, row in found.items() if place not in claimed),
+            tables_searched=len(searched),
+            tables=len(names),
+            truncated=truncated,
+        )
+
+
+def _name(value: Any, field: str) -> str:
+    """A DAG, run or task id: non-empty text (the key's parts are joined with ``/``)."""
+    if not isinstance(value, str) or not value:
+        raise SpecError(field, f"must be a non-empty string, got {value!r}")
+    check_text(value, field, "ids")
+    return value
+
+
+def _map_index(value: Any) -> int:
+    """Airflow's map index: -1 for a task that is not mapped."""
+    if isinstance(value, bool) or not isinstance(value, int) or not -1 <= value <= INT_MAX:
+        raise SpecError("map_index", f"must be an integer from -1 (not mapped) up, got {value!r}")
+    return value
+
+
+def _claim_outcome(result: Any) -> tuple[str, tuple[str, ...]]:
+    """A claim records ``[[key, value], …]`` in claim order."""
+    keys = tuple(str(row[0]) for row in result or () if isinstance(row, list) and row)
+    return (f"claimed {len(keys)}" if keys else "claimed nothing"), keys
+
+
+def _delete_claim_outcome(result: Any) -> tuple[str, tuple[str, ...]]:
+    """A delete-claim records what a claim does; its rows left the table with it."""
+    outcome, keys = _claim_outcome(result)
+    return (f"claimed and deleted {len(keys)}" if keys else outcome), keys
+
+
+def _update_outcome(result: Any) -> tuple[str, tuple[str, ...]]:
+    """An update records ``[new value]``, ``[null]`` when nothing was updated."""
+    updated = isinstance(result, list) and bool(result) and result[0] is not None
+    return ("updated" if updated else "not updated (no row, or its guard failed)"), ()
+
+
+def _upsert_outcome(result: Any) -> tuple[str, tuple[str, ...]]:
+    """An upsert records ``[inserted, value]``."""
+    inserted = isinstance(result, list) and bool(result) and result[0] is True
+    return ("inserted" if inserted else "found the row (not inserted)"), ()
+
+
+def _many(verb: str) -> Callable[[Any], tuple[str, tuple[str, ...]]]:
+    """A bulk call records the keys it applied to: inserted, or updated."""
+
+    def outcome(result: Any) -> tuple[str, tuple[str, ...]]:
+        return f"{verb} {len(result) if isinstance(result, list) else 0} rows", ()
+
+    return outcome
+
+
+@dataclass(frozen=True)
+class ReceiptUse:
+    """How to read a receipt of one use (``store/receipts.py``'s ``Use``): a line and the
+    keys a claim took from its result; whether its target is a row key (bulk calls name
+    their key set by a digest); whether its claimed rows left the table with it."""
+
+    describe: Callable[[Any], tuple[str, tuple[str, ...]]]
+    one_row: bool = False
+    deletes: bool = False
+
+
+#: Every use a receipt records, by the name in its ``primitive`` column.
+USES: dict[str, ReceiptUse] = {
+    "claim": ReceiptUse(_claim_outcome),
+    "delete-claim": ReceiptUse(_delete_claim_outcome, deletes=True),
+    "update": ReceiptUse(_update_outcome, one_row=True),
+    "upsert": ReceiptUse(_upsert_outcome, one_row=True),
+    "upsert_many": ReceiptUse(_many("inserted")),
+    "update_many": ReceiptUse(_many("updated")),
+}
+#: A use this code does not know (a newer store's): its name, its target as recorded.
+_UNKNOWN = ReceiptUse(lambda result: ("", ()), one_row=True)
+
+
+def _task_receipt(
+    receipt: StoredReceipt, task_key: str, started_at: datetime | None
+) -> TaskReceipt:
+    use = USES.get(receipt.primitive, _UNKNOWN)
+    outcome, claimed = use.describe(receipt.result)
+    return TaskReceipt(
+        key=receipt.key,
+        step=None if receipt.key == task_key else receipt.key[len(task_key) + 1 :],
+        primitive=receipt.primitive,
+        table=receipt.table,
+        target=receipt.target if use.one_row else "",
+        outcome=outcome or receipt.primitive,
+        claimed=claimed,
+        created_at=receipt.created_at,
+        expires_at=receipt.expires_at,
+        replayed=None if started_at is None else receipt.created_at < started_at,
+    )
+
+
+def _missing(receipt: TaskReceipt) -> RowState:
+    """A claimed row the run no longer holds: deleted by its claim, or gone since."""
+    return "deleted" if USES.get(receipt.primitive, _UNKNOWN).deletes else "gone"
+
+
+def _text_field(value: dict[str, Any], field: str) -> str | None:
+    found = value.get(field)
+    return found if isinstance(found, str) else None
+
+
+def _task_row(table: str, key: str, value: dict[str, Any], execution: str, now: str) -> TaskRow:
+    """A row the run's search found, with where it stands (see :class:`TaskRow`)."""
+    fence = value.get("fence")
+    status, expires = _text_field(value, "status"), _text_field(value, "expiresAt")
+    state: RowState
+    if value.get("holder") == execution and "expiresAt" in value:  # a lease (leader_lease)
+        if expires is not None and expires > now:
+            state = "held"
+        else:
+            state = "handed_back" if value.get("releasedAt") else "expired"
+    elif value.get("claimedBy") != execution:
+        state = "gone"
+    elif status is None or status in HOLDING:
+        state = "held"
+    else:
+        state = "handed_back" if status in HANDED_BACK else "finished"
+    return TaskRow(
+        table=table,
+        key=key,
+        state=state,
+        status=status,
+        claimed_at=_text_field(value, "claimedAt"),
+        fence=fence if is_number(fence) else None,
+        expires_at=expires,
+    )
 
 
 def _positive(delta: Any, field: str) -> timedelta:

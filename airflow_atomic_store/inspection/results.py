@@ -174,3 +174,114 @@ class QueueActivity:
                 for p in self.points
             ],
         }
+
+
+#: Where a row a task instance claimed (or its run holds) stands now.
+RowState = Literal["held", "finished", "handed_back", "expired", "gone", "deleted"]
+
+
+@dataclass(frozen=True)
+class TaskReceipt:
+    """One keyed call of a task instance, from its idempotency receipt.
+
+    ``step`` is the part of the key after the task instance's own (a ``@task``'s
+    ``task_instance_key(context, step)``), None for the operators' key.
+    ``replayed``: whether the task instance's latest try found this receipt already
+    written (it replayed the result rather than applying it), None when that try's
+    start is unknown. ``claimed``: the keys a claim took, in claim order.
+    """
+
+    key: str
+    step: str | None
+    primitive: str
+    table: str
+    target: str
+    outcome: str
+    claimed: tuple[str, ...]
+    created_at: datetime
+    expires_at: datetime
+    replayed: bool | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "step": self.step,
+            "primitive": self.primitive,
+            "table": self.table,
+            "target": self.target,
+            "outcome": self.outcome,
+            "claimed": list(self.claimed),
+            "created_at": stamp(self.created_at),
+            "expires_at": stamp(self.expires_at),
+            "replayed": self.replayed,
+        }
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """A row a task instance claimed, or that its DAG run holds, as it stands now.
+
+    ``state``: ``held`` (``in_flight``/``held``, or a lease not yet expired),
+    ``handed_back`` (back to ``pending``/``free``, or a released lease),
+    ``finished`` (any other status: ``done``, ``failed``…), ``expired`` (a lease
+    past its ``expiresAt``), ``deleted`` (taken by a delete-claim) or ``gone`` (no
+    longer the run's: claimed by another run since, or deleted). ``fence`` is the row's fencing token (a semaphore slot's
+    or a lease's), when it has one.
+    """
+
+    table: str
+    key: str
+    state: RowState
+    status: str | None
+    claimed_at: str | None
+    fence: int | float | None
+    expires_at: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "key": self.key,
+            "state": self.state,
+            "status": self.status,
+            "claimed_at": self.claimed_at,
+            "fence": self.fence,
+            "expires_at": self.expires_at,
+        }
+
+
+@dataclass(frozen=True)
+class TaskInstanceUse:
+    """What one task instance did with a store, and what its DAG run holds there.
+
+    ``receipts`` are its keyed calls (the operators key every call by the task
+    instance: ``{dag_id}/{run_id}/{task_id}/{map_index}``); ``claimed`` the rows its
+    claims took, each as it stands now; ``run_rows`` the other rows whose
+    ``claimedBy`` or lease ``holder`` is the run's execution id (``{dag_id}/{run_id}``,
+    shared by every task of the run). ``truncated`` says a limit cut a list short.
+    """
+
+    task_key: str
+    execution_id: str
+    receipts: tuple[TaskReceipt, ...]
+    claimed: tuple[TaskRow, ...]
+    run_rows: tuple[TaskRow, ...]
+    tables_searched: int
+    tables: int
+    truncated: bool
+
+    @property
+    def used(self) -> bool:
+        return bool(self.receipts or self.claimed or self.run_rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task_key": self.task_key,
+            "execution_id": self.execution_id,
+            "used": self.used,
+            "receipts": [receipt.to_dict() for receipt in self.receipts],
+            "claimed": [row.to_dict() for row in self.claimed],
+            "run_rows": [row.to_dict() for row in self.run_rows],
+            "tables_searched": self.tables_searched,
+            "tables": self.tables,
+            "truncated": self.truncated,
+        }

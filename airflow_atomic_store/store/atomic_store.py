@@ -72,7 +72,7 @@ from airflow_atomic_store.store.contract import (
     UpsertRequest,
     Use,
 )
-from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, parse_notify
+from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, Notifications, parse_notify
 
 #: Long enough to outlive Airflow's retry windows many times over (retries with
 #: exponential back-off, a task cleared and re-run the next day).
@@ -503,10 +503,42 @@ class AtomicStore:
         chosen = self._serving(conditions, mode, ordering.column)
         return Selection(table, conditions, mode, ordering, cap, chosen)
 
-    @property
-    def _queues(self) -> AtomicStore:
-        """``store/plumbing.py`` (which issue 40 replaces) reads the queue views here."""
-        return self
+    # -- waiting: what deferred waits ask of a store (issue 40; docs/waiting.md) ------
+
+    def watch_selection(
+        self,
+        table: str,
+        where: Any = None,
+        match: str = "all",
+        *,
+        at_most: int = 1000,
+        order_by: str = "createdAt",
+        direction: str = "asc",
+    ) -> Selection:
+        """The rows :meth:`backlog` counts, parsed, with the claimable set that serves them.
+
+        A waiter's shared count compiles it once and runs it on the notifications'
+        reader (:meth:`notifications`); reading the sets' catalog is why it may block.
+        """
+        return self.backlog_selection(
+            table, where, match, at_most=at_most, order_by=order_by, direction=direction
+        )
+
+    def get_many(self, table: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The values of those of ``keys`` that exist in ``table``, read in one statement.
+
+        What the waiters of one table's rows share at each poll, instead of one
+        ``get`` each.
+        """
+        table = parse_table(table)
+        if isinstance(keys, str) or not isinstance(keys, Sequence):
+            raise SpecError("keys", f"must be a list of keys, got {keys!r}")
+        return self._backend.get_many(table, sorted({parse_key(key) for key in keys}))
+
+    def notifications(self) -> Notifications | None:
+        """The driver's notifications capability (River's ``GetListener``), or None where
+        writes do not announce themselves (SQLite: its waiters poll). See ``store/notify.py``."""
+        return self._backend.notifications()
 
     def ensure_claim_index(
         self,

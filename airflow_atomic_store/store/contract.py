@@ -332,6 +332,21 @@ class RowFilter:
 
 
 @dataclass(frozen=True)
+class StoredReceipt:
+    """An idempotency receipt as stored: the key, its one use, the result it replays
+    (as the drivers record it: ``[value]``, ``[[key, value], …]``, ``[inserted, value]``),
+    and when it was written (aware, UTC)."""
+
+    key: str
+    primitive: str
+    table: str
+    target: str
+    result: Any
+    created_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
 class Claim:
     """An in-flight row's claim fields: each a string in the row, else None."""
 
@@ -369,6 +384,11 @@ class Snapshot(Protocol):
         """Rows with a string ``status`` per whole minute after ``since`` (canonical UTC):
         created then (``created_at``), and last written then with a status not in
         ``unfinished`` (``record_timestamp``)."""
+        ...
+
+    def receipts(self, key: str, limit: int) -> list[StoredReceipt]:
+        """The receipts of ``key`` and of its steps (keys ``key/…``), oldest first: what
+        one task instance's keyed calls recorded (``templating.task_instance_key``)."""
         ...
 
 
@@ -414,6 +434,10 @@ class Backend(SetStorage, Protocol):
         ...
 
     def get(self, table: str, key: str) -> dict[str, Any] | None: ...
+
+    def get_many(self, table: str, keys: Collection[str]) -> dict[str, dict[str, Any]]:
+        """The values of those of ``keys`` that exist, in one statement (waiters' reads)."""
+        ...
 
     def delete(self, table: str, key: str) -> bool: ...
 

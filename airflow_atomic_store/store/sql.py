@@ -36,6 +36,7 @@ from airflow_atomic_store.store.contract import (
     Claim,
     Row,
     RowFilter,
+    StoredReceipt,
     StoredRow,
 )
 
@@ -325,6 +326,14 @@ def _statements(dialect: SnapshotDialect) -> dict[str, str]:
             "WHERE {table_filter} AND {where} "
             f"ORDER BY r.created_at, r.key LIMIT {named('limit')} OFFSET {named('offset')}"
         ),
+        # A key and its steps: ``key/…`` sorts between ``key/`` and ``key0`` in byte
+        # order (``/`` + 1 is ``0``), a range the primary key serves; no LIKE to escape.
+        "receipts": (
+            "SELECT idempotency_key, primitive, table_name, target, result, created_at, "
+            f"expires_at FROM {{receipts}} WHERE idempotency_key = {named('key')} OR "
+            f"(idempotency_key > {named('after')} AND idempotency_key < {named('before')}) "
+            f"ORDER BY created_at, idempotency_key LIMIT {named('limit')}"
+        ),
     }
 
 
@@ -336,6 +345,7 @@ class SqlSnapshot:
     :param table_ref: what a logical table's rows hold in ``dialect.table_column``
         (None when no row can be in it).
     :param tables_catalog: the quoted catalog of logical tables, where there is one.
+    :param receipts_table: the quoted table of idempotency receipts.
     """
 
     def __init__(
@@ -346,6 +356,7 @@ class SqlSnapshot:
         where: WhereCompiler,
         table_ref: Callable[[str], Any],
         tables_catalog: str = "",
+        receipts_table: str = "",
     ) -> None:
         self._dialect = dialect
         self._statements = _statements(dialect)
@@ -354,6 +365,7 @@ class SqlSnapshot:
         self._where = where
         self._table_ref = table_ref
         self._tables_catalog = tables_catalog
+        self._receipts = receipts_table
 
     def _execute(self, statement: str, params: Params) -> list[Any]:
         return self._dialect.execute(self._handle, statement, params)
@@ -400,6 +412,25 @@ class SqlSnapshot:
             rows = self._execute(statement, {"since": since, "table": ref})
             counts.append({int(minute): int(count) for minute, count in rows})
         return Activity(*counts)
+
+    def receipts(self, key: str, limit: int) -> list[StoredReceipt]:
+        parse_time, parse_value = self._dialect.parse_time, self._dialect.parse_value
+        statement = self._statements["receipts"].format(receipts=self._receipts)
+        found = self._execute(
+            statement, {"key": key, "after": f"{key}/", "before": f"{key}0", "limit": limit}
+        )
+        return [
+            StoredReceipt(
+                name,
+                primitive,
+                table,
+                target,
+                parse_value(result),
+                parse_time(at),
+                parse_time(ends),
+            )
+            for name, primitive, table, target, result, at, ends in found
+        ]
 
     def rows(self, rows: RowFilter, limit: int, offset: int) -> list[StoredRow]:
         parse_time, parse_value = self._dialect.parse_time, self._dialect.parse_value

@@ -5,8 +5,9 @@ One-shot, like ``ClaimWaitTrigger``: it yields one event and ends:
 ``{"status": "timeout", …}`` at its deadline, or ``{"status": "rerender", …}`` at
 ``rerender_at`` (a guard rendered from the clock, ``expiresAt lte {{ atomic.now }}``,
 goes stale by the clock alone: the task renders it again, tries, and waits anew). On
-PostgreSQL it wakes on the table's notifications (writes notify by default) and
-reads the row on its listening connection; on SQLite it polls. It never writes: the
+PostgreSQL it wakes on the table's notifications (writes notify by default); the
+row is read with every other awaited row of the table, one statement per wake for
+all the triggerer's waits (``hub.py``); on SQLite they are polled together. It never writes: the
 resumed task runs the guarded update, which may still lose the race and wait again.
 """
 
@@ -21,12 +22,12 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_atomic_store import timestamps
 from airflow_atomic_store.spec import parse_key
-from airflow_atomic_store.triggers.sources import RowSource
+from airflow_atomic_store.spec.conditions import evaluate, parse_where
 from airflow_atomic_store.triggers.watching import (
     WatchArguments,
     earliest_end,
-    observations,
     parse_ends,
+    row_values,
 )
 
 
@@ -67,10 +68,11 @@ class RowWaitTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         status, deadline = earliest_end(self._ends)
-        probe = self._probe
-        async with aclosing(observations(self.watch, self.log, probe, deadline=deadline)) as stream:
-            async for matches, _ in stream:
-                if matches:
+        conditions = parse_where(self.watch.where)
+        stream = row_values(self.watch, self.key, self.log, deadline=deadline)
+        async with aclosing(stream) as values:
+            async for value in values:
+                if value is not None and evaluate(conditions, self.watch.match, value):
                     yield self._event("matches")
                     return
                 if deadline is not None and time.monotonic() >= deadline:
@@ -78,9 +80,6 @@ class RowWaitTrigger(BaseTrigger):
                     return
         # The stream ended: the store was unavailable at the deadline.
         yield self._event(status)
-
-    async def _probe(self, source: RowSource) -> bool:
-        return await source.matches(self.key)
 
     def _event(self, status: str) -> TriggerEvent:
         return TriggerEvent(

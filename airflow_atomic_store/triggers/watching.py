@@ -1,4 +1,4 @@
-"""What both triggers share: their validated arguments and the count-then-wait loop."""
+"""What the triggers share: their validated arguments and the observe-then-wait loop."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any
 
 from airflow_atomic_store import timestamps
 from airflow_atomic_store.exceptions import SpecError, StoreUnavailableError
 from airflow_atomic_store.spec import json_text
+from airflow_atomic_store.spec.conditions import evaluate, parse_where
 from airflow_atomic_store.spec.options import ORDER_COLUMNS, parse_ordering
 from airflow_atomic_store.spec.watch import parse_seconds, parse_watch
-from airflow_atomic_store.triggers.sources import RowSource, open_source
-
-Observed = TypeVar("Observed")
+from airflow_atomic_store.triggers.hub import NOTHING, Waiter, Watch, hub_for
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,11 @@ class WatchArguments:
             direction=ordering.direction,
         )
 
+    @property
+    def watched(self) -> Watch:
+        """What its count watches (its probe's identity: table, filter, order)."""
+        return Watch(self.table, self.where, self.match, self.order_by, self.direction)
+
     def to_kwargs(self) -> dict[str, Any]:
         return {
             "conn_id": self.conn_id,
@@ -89,7 +94,7 @@ class WatchArguments:
         }
 
 
-#: Whether the row with this key still matches the watch (``RowSource.matches``).
+#: Whether the row with this key still matches the watch (read with the table's other rows).
 StillMatches = Callable[[str], Awaitable[bool]]
 
 _ORDER_NAMES = {column: name for name, column in ORDER_COLUMNS.items()}
@@ -98,68 +103,92 @@ _ORDER_NAMES = {column: name for name, column in ORDER_COLUMNS.items()}
 async def counts(
     watch: WatchArguments, log: Any, *, deadline: float | None = None
 ) -> AsyncGenerator[tuple[int, str | None, StillMatches], None]:
-    """``(count, first key, still_matches)`` now, then after every wake-up, forever.
+    """``(count, first key, still_matches)`` now, then after every change, forever.
 
     The first key is the one a claim in ``watch``'s order takes next;
     ``still_matches(key)`` asks whether a row (one announced earlier) is still
-    work, through the same source. See :func:`observations` for outages and
-    ``deadline``.
+    work. The count is the watch's shared probe (``hub.py``): every waiter with
+    the same table, filter and order shares one count per wake. See
+    :func:`observations` for outages and ``deadline``.
     """
-    async with aclosing(observations(watch, log, _count, deadline=deadline)) as stream:
-        async for backlog, source in stream:
-            yield (*backlog, source.matches)
+    conditions = parse_where(watch.where)
+
+    async def still_matches(key: str) -> bool:
+        value = await hub.read_row(watch.table, key, watch.poll_interval)
+        return value is not None and evaluate(conditions, watch.match, value)
+
+    async with hub_for(watch.conn_id) as hub:
+        join = partial(hub.join_count, watch.watched, watch.poll_interval)
+        async with aclosing(observations(watch, log, join, deadline=deadline)) as stream:
+            async for count, first in stream:
+                yield count, first, still_matches
 
 
-async def _count(source: RowSource) -> tuple[int, str | None]:
-    return await source.count()
+async def row_values(
+    watch: WatchArguments, key: str, log: Any, *, deadline: float | None = None
+) -> AsyncGenerator[dict[str, Any] | None, None]:
+    """The row ``key``'s value (None while it does not exist) now, then after every change.
+
+    Read with every other awaited row of its table, in one statement per wake
+    (the table's shared probe, ``hub.py``). See :func:`observations`.
+    """
+    async with hub_for(watch.conn_id) as hub:
+        join = partial(hub.join_row, watch.table, key, watch.poll_interval)
+        async with aclosing(observations(watch, log, join, deadline=deadline)) as stream:
+            async for value in stream:
+                yield value
 
 
 async def observations(
     watch: WatchArguments,
     log: Any,
-    probe: Callable[[RowSource], Awaitable[Observed]],
+    join: Callable[[], Awaitable[Waiter]],
     *,
     deadline: float | None = None,
-) -> AsyncGenerator[tuple[Observed, RowSource], None]:
-    """``probe(source)`` now, then after every wake-up, forever, with the source.
+) -> AsyncGenerator[Any, None]:
+    """The joined waiter's first observation, then each change, forever.
 
-    A database outage is waited out (one warning, then a probe every
-    ``poll_interval``): a trigger that raised would stop watching. Errors a retry
-    cannot fix (access denied, a missing connection) are raised.
-    ``deadline`` (``time.monotonic()``) bounds every wait, so a caller with a
-    deadline gets an observation at it; when the store is unavailable at the
-    deadline the stream ends instead (the caller's deadline has come: an outage
-    must not hold a wait past it, nor retry with no pause).
-    Use it in ``contextlib.aclosing`` so the connections close as soon as the
-    caller stops.
+    With nothing new for ``poll_interval`` seconds the last observation comes
+    again (the caller's clocks: its deadline, its re-arming). A database outage
+    is waited out (one warning; the probe keeps trying): a trigger that raised
+    would stop watching. Errors a retry cannot fix (access denied, a missing
+    connection) are raised. ``deadline`` (``time.monotonic()``) bounds every
+    wait, so a caller with a deadline gets an observation at it; when the store
+    is unavailable at the deadline (or nothing could be read by then) the stream
+    ends instead. Use it in ``contextlib.aclosing`` so that the waiter leaves
+    (and its channel is unlistened, if it was the last) as soon as the caller stops.
     """
-    source = await open_source(watch.conn_id, watch)
+    waiter = await join()
     try:
-        await source.start()
         outage = False
+        last: Any = NOTHING
         while True:
             try:
-                observed = await probe(source)
+                observed = await waiter.observe(_bounded(watch.poll_interval, deadline))
             except StoreUnavailableError as exc:
                 if not outage:
                     log.warning(
-                        "atomic store unavailable (%s); trying again every %ss",
+                        "atomic store unavailable (%s); waiting for it (polling every %ss)",
                         exc,
                         watch.poll_interval,
                     )
                 outage = True
-                if deadline is not None and time.monotonic() >= deadline:
+                if _passed(deadline):
                     return
-                # The source's wait: on PostgreSQL it listens again as soon as it can.
-                await source.wait(_bounded(watch.poll_interval, deadline))
                 continue
+            if observed is NOTHING:
+                if last is NOTHING:  # no read has answered yet
+                    if _passed(deadline):
+                        return
+                    continue
+                observed = last
             if outage:
                 log.info("atomic store reachable again")
                 outage = False
-            yield observed, source
-            await source.wait(_bounded(watch.poll_interval, deadline))
+            last = observed
+            yield observed
     finally:
-        await source.close()
+        waiter.leave()
 
 
 def earliest_end(ends: Mapping[str, float]) -> tuple[str, float | None]:
@@ -189,6 +218,10 @@ def parse_ends(**stamps: str | None) -> dict[str, float]:
             raise SpecError(field, f"must be a canonical UTC timestamp, got {stamp!r}") from exc
         ends[statuses[field]] = moment.timestamp()
     return ends
+
+
+def _passed(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
 
 
 def _bounded(seconds: float, deadline: float | None) -> float:

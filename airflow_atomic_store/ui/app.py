@@ -30,10 +30,17 @@ from airflow_atomic_store.exceptions import (
     StoreUnavailableError,
 )
 from airflow_atomic_store.inspection import StoreInspector
+from airflow_atomic_store.inspection.results import stamp
 from airflow_atomic_store.spec import json_text
-from airflow_atomic_store.ui import access, render
+from airflow_atomic_store.ui import access, plugin, render
 from airflow_atomic_store.ui.access import CONN_PARAM, PageUser
 from airflow_atomic_store.ui.connections import open_store, store_connections
+from airflow_atomic_store.ui.task_instance import (
+    BadTaskInstance,
+    TabUser,
+    TaskInstanceRef,
+    latest_try_start,
+)
 
 #: The stale threshold the page starts with: the stale-claim recovery recipe's default.
 DEFAULT_STALE_AFTER_SECONDS = 600
@@ -299,5 +306,63 @@ def create_app() -> FastAPI:
     @app.get("/api/rows", name="api_rows")
     def api_rows(request: Request, user: PageUser) -> Response:
         return answer(request, lambda: rows_context(request), "rows.html")
+
+    # -- one task instance (the UI's "Atomic Store" tab) -------------------------------------
+
+    def task_instance_data(request: Request, user: Any) -> dict[str, Any]:
+        try:
+            ref = TaskInstanceRef.from_query(request)
+        except BadTaskInstance as exc:
+            raise PageError(400, str(exc)) from None
+        started = latest_try_start(ref)
+        named = access.requested_conn_id(request)
+        conn_ids = (
+            [named]
+            if named is not None
+            else [
+                c.conn_id
+                for c in store_connections()
+                if access.may_read_connection(user, c.conn_id)
+            ]
+        )
+        stores = []
+        for conn_id in conn_ids:
+            try:
+                with _inspector(conn_id) as inspector:
+                    view = inspector.task_instance(
+                        ref.dag_id, ref.run_id, ref.task_id, ref.map_index, started_at=started
+                    )
+            except PageError as exc:  # one unreachable store does not hide the others
+                stores.append({"conn_id": conn_id, "error": exc.message, "status": exc.status})
+                continue
+            stores.append({"conn_id": conn_id, **view.to_dict()})
+        return {
+            "task_instance": {**ref.to_dict(), "latest_try_started_at": stamp(started)},
+            "used": any(entry.get("used") for entry in stores),
+            "connections": stores,
+        }
+
+    @app.get("/api/task-instance", name="api_task_instance")
+    def api_task_instance(request: Request, user: TabUser) -> Response:
+        """JSON only: what the task instance did in each store connection the user may read."""
+        try:
+            data = task_instance_data(request, user)
+        except PageError as exc:
+            return JSONResponse({"error": exc.message}, status_code=exc.status)
+        return JSONResponse(data, headers={"Cache-Control": "no-store"})
+
+    # -- the UI's bundle ---------------------------------------------------------------------
+
+    @app.get("/static/{name}", name="static")
+    def static(name: str) -> Response:
+        """The native page's code, like Airflow's own assets: served to anyone, it holds no
+        data (every route it reads checks the user). Only the bundle: no path is a file name."""
+        if name != plugin.BUNDLE:
+            raise HTTPException(404, "Not Found")
+        return Response(
+            plugin.static_file(name),
+            media_type="text/javascript",
+            headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "public, max-age=3600"},
+        )
 
     return app

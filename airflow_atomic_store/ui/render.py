@@ -191,7 +191,8 @@ def activity_chart(activity: QueueActivity, title: str) -> ActivityChart:
         plot_bottom=bottom,
         plot_left=left,
         plot_right=width - right,
-        most_per_minute=f"{most_rate:.3g}",
+        # Two significant digits below 10 a minute, whole above: it fits the left margin.
+        most_per_minute=f"{most_rate:.2g}" if most_rate < 10 else f"{round(most_rate)}",
         most_backlog=most_backlog,
         first=format_moment(points[0].start) if points else "",
         last=format_moment(points[-1].start + activity.bucket) if points else "",

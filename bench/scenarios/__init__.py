@@ -1,4 +1,4 @@
-"""The scenarios of issues 5, 10 (aged queue), 11 (idempotency keys) and 15 (trigger wake-up), by the name the command line uses.
+"""The scenarios of issues 5, 10 (aged queue), 11 (idempotency keys) 15 (trigger wake-up) and 40 (waiting at scale), by the name the command line uses.
 
 Each scenario module has ``TITLE``, ``run(env, sizes) -> dict`` (plain JSON
 data: measurements with their baselines) and ``section(data) -> str`` (its
@@ -23,6 +23,7 @@ from bench.scenarios import (
     scale,
     sqlite_default,
     storage_soak,
+    waiters,
     wakeup,
 )
 
@@ -41,4 +42,5 @@ SCENARIOS: dict[str, ModuleType] = {
     "deployed": airflow_deployed,
     "delete": delete_drain,
     "enqueue": enqueue,
+    "waiters": waiters,
 }

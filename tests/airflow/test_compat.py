@@ -170,7 +170,7 @@ def test_the_airflow_layer_takes_the_moved_names_from_common_compat_as_airflow_p
     from airflow_atomic_store import metrics
     from airflow_atomic_store.hooks import atomic_store
     from airflow_atomic_store.operators import base
-    from airflow_atomic_store.triggers import sources
+    from airflow_atomic_store.triggers import hub
 
     assert atomic_store.BaseHook is sdk.BaseHook
     assert atomic_store.AirflowNotFoundException is sdk.AirflowNotFoundException
@@ -178,7 +178,7 @@ def test_the_airflow_layer_takes_the_moved_names_from_common_compat_as_airflow_p
     assert base.AirflowFailException is sdk.AirflowFailException
     assert metrics._stats() is sdk.Stats
     # Not BaseHook.aget_connection, which masks secrets synchronously before 3.3.2.
-    assert sources.get_async_connection is get_async_connection
+    assert hub.get_async_connection is get_async_connection
     assert not hasattr(compat, "aget_connection")
 
 

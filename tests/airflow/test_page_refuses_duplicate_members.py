@@ -6,9 +6,10 @@ import html
 from typing import Any
 
 from airflow_atomic_store import AtomicStore
-from tests.airflow.test_ui_page import PREFIX, QUEUE, _queue, _text_of, api_app, op, pytestmark
+from tests.airflow.test_ui_page import PREFIX, QUEUE, _queue, _text_of, op, pytestmark
 
-__all__ = ["api_app", "op", "pytestmark"]  # fixtures and marks shared with the page's tests
+# The page's ``op`` fixture and marks (``api_app`` is tests/airflow/conftest.py's).
+__all__ = ["op", "pytestmark"]
 
 
 def test_a_filter_naming_a_member_twice_is_a_400_naming_it(

@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from airflow_atomic_store import AtomicStore
+from tests.support.api_server import client, token
 from tests.support.physical import nowhere_url, store_objects
 
 # Airflow 3.0's own API models use pydantic's class-based config and classmethod
@@ -48,36 +48,7 @@ LONG_AGO = "2020-01-01T00:00:00.000000Z"
 FAR_AHEAD = "2999-01-01T00:00:00.000000Z"
 
 
-@pytest.fixture(scope="module")
-def api_app(airflow_db: None) -> Iterator[Any]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "test-secret-" + "x" * 64)
-        patch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "op:op,viewer:viewer")
-        # 3.0 signs tokens with issuer None unless one is set; today's PyJWT refuses that.
-        patch.setenv("AIRFLOW__API_AUTH__JWT_ISSUER", "airflow-atomic-store-tests")
-        from airflow.api_fastapi.app import create_app, purge_cached_app
-
-        app = create_app()
-        yield app
-        purge_cached_app()
-
-
-def _token(role: str) -> str:
-    from airflow.api_fastapi.app import get_auth_manager
-    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
-
-    return get_auth_manager().generate_jwt(SimpleAuthManagerUser(username=role, role=role))
-
-
-def _client(app: Any, role: str | None = None, *, cookie: bool = False) -> Any:
-    from fastapi.testclient import TestClient
-
-    client = TestClient(app, base_url="http://testserver")
-    if role is not None and cookie:
-        client.cookies.set("_token", _token(role))
-    elif role is not None:
-        client.headers["Authorization"] = f"Bearer {_token(role)}"
-    return client
+_client, _token = client, token
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ SCENARIOS = [
     "lifecycle",
     "delete",
     "enqueue",
+    "waiters",
 ]
 #: minutes each (a deployment, or Airflow's first ``dag.test()``): only under ATOMIC_STORE_LONG
 LONG_SCENARIOS = ["airflow", "deployed"]

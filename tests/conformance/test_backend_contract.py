@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -179,20 +180,60 @@ def test_explain_claim_returns_the_databases_plan_as_text(contract_backend: Back
     assert contract_backend.count(_pending("q", 1000)).count == 2  # explaining claims nothing
 
 
-def test_notifications_when_offered_count_as_the_backend_does(
-    contract_backend: Backend, backend: str
+def test_get_many_reads_the_existing_rows_of_the_keys_in_one_call(
+    contract_backend: Backend,
 ) -> None:
+    assert contract_backend.get_many("q", ["a", "b"]) == {}  # nothing wrote "q" yet
+    contract_backend.put("q", "a", {"n": 1})
+    contract_backend.put("q", "c", {"n": 3})
+    contract_backend.put("other", "b", {"n": 2})
+    assert contract_backend.get_many("q", ["a", "b", "c", "d"]) == {"a": {"n": 1}, "c": {"n": 3}}
+    assert contract_backend.get_many("q", []) == {}
+
+
+def test_notifications_when_offered_read_as_the_backend_does(
+    contract_backend: Backend, backend: str, store_url: str
+) -> None:
+    """The capability's reader (the waiters' shared connection) counts as the backend
+    does, and reads the rows whose version moved since it last read them: a write moves
+    it (even one that writes the same value), a delete answers no value."""
     notifications = contract_backend.notifications()
     if backend == "sqlite":
         assert notifications is None  # no notifications: its triggers poll
         return
     assert notifications is not None
-    assert notifications.written_query("q") is not None  # nothing wrote "q" yet
+    assert notifications.channel("q") != notifications.channel("r")
     keys = _queue(contract_backend, "q", 3)
-    statement, params = notifications.count_query(_pending("q", 1000))
-    assert isinstance(statement, bytes) and isinstance(params, dict)
-    assert contract_backend.count(_pending("q", 1000)) == Backlog(3, keys[0])
-    assert notifications.written_query("q") is None  # the id is known now
+
+    async def read() -> list[Any]:
+        import psycopg
+
+        reader = notifications.reader(psycopg.conninfo.conninfo_to_dict(store_url))
+        try:
+            counted = await reader.count(_pending("q", 1000))
+            assert counted == contract_backend.count(_pending("q", 1000))
+            seen: list[Any] = [counted]
+            first = await reader.get_changed("q", {keys[0]: None, keys[1]: None, "nope": None})
+            seen.append(first)
+            versions = {key: version for key, (_, version) in first.items()}
+            seen.append(await reader.get_changed("q", versions))  # nothing moved
+            contract_backend.put("q", keys[0], {"status": "pending", "n": 0})  # the same value
+            contract_backend.delete("q", keys[1])
+            seen.append(await reader.get_changed("q", versions))
+            return seen
+        finally:
+            await reader.close()
+
+    counted, first, unchanged, moved = asyncio.run(read())
+    assert counted == Backlog(3, keys[0])
+    assert {key: value for key, (value, _) in first.items()} == {
+        keys[0]: {"status": "pending", "n": 0},
+        keys[1]: {"status": "pending", "n": 0},
+    }
+    assert unchanged == {}
+    assert moved[keys[1]] == (None, None)
+    assert moved[keys[0]][0] == {"status": "pending", "n": 0}
+    assert moved[keys[0]][1] != first[keys[0]][1]
 
 
 def test_snapshot_is_a_read_only_view_of_the_rows(contract_backend: Backend) -> None:

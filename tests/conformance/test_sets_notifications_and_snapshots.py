@@ -114,36 +114,42 @@ def test_only_a_sets_own_index_is_ever_dropped(contract_backend: Backend) -> Non
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
-def test_a_listener_wakes_on_a_committed_write_and_counts_as_the_driver_does(
+def test_a_listener_hears_a_committed_write_on_its_tables_channel(
     contract_backend: Backend, store_url: str
 ) -> None:
+    """The capability's listener (River's driver listener): connect, listen on a table's
+    channel, wake when a write to that table commits; a reader then counts as the
+    driver does."""
+    import psycopg
+
     notifications = contract_backend.notifications()
     assert notifications is not None
-    contract_backend.get("q", "k")  # the schema exists; nothing wrote "q" yet
+    contract_backend.get("q", "k")  # the schema exists
+    connect_args = psycopg.conninfo.conninfo_to_dict(store_url)
     selection = Selection("q", parse_where(PENDING_SPEC), "all", FIFO, 1000)
 
-    async def scenario() -> tuple[float, Backlog, object, bool]:
-        listener = notifications.listener("q", {"conninfo": store_url})
-        await listener.listen()
+    async def scenario() -> tuple[float, set[str], set[str], Backlog]:
+        listener = notifications.listener(connect_args)
+        reader = notifications.reader(connect_args)
+        await listener.connect()
         try:
-            assert listener.listening
-            assert await listener.written(notifications.written_query("q")) is False
+            await listener.listen(notifications.channel("q"))
+            assert await listener.channels() == {notifications.channel("q")}
             started = time.monotonic()
             await asyncio.to_thread(contract_backend.put, "q", "k", {"status": "pending"})
-            await listener.wait(10.0)
-            woke = time.monotonic() - started
-            counted = await listener.count(*notifications.count_query(selection))
-            value = await listener.fetch_one(*notifications.value_query("q", "k"))
-            written = await listener.written(notifications.written_query("q"))
-            return woke, counted, value, written
+            woken = await listener.wait(10.0)
+            waited = time.monotonic() - started
+            await asyncio.to_thread(contract_backend.put, "other", "k", {"status": "pending"})
+            quiet = await listener.wait(0.2)  # another table's channel: not heard
+            return waited, woken, quiet, await reader.count(selection)
         finally:
             await listener.close()
+            await reader.close()
 
-    woke, counted, value, written = asyncio.run(scenario())
-    assert woke < 5.0  # woken by the commit, not by the timeout
+    waited, woken, quiet, counted = asyncio.run(scenario())
+    assert woken == {notifications.channel("q")} and waited < 5.0  # the commit, not the timeout
+    assert quiet == set()
     assert counted == contract_backend.count(selection) == Backlog(1, "k")
-    assert value == ({"status": "pending"},)
-    assert written is True
 
 
 def test_a_snapshot_answers_inspections_queries_over_one_view(contract_backend: Backend) -> None:

@@ -82,17 +82,17 @@ def test_the_wait_trigger_ends_at_its_deadline_through_an_outage_without_retryin
     """Counting again every ``poll_interval``, and at the deadline the timeout event
     (its count unknown): the resumed task claims, or fails and is retried by Airflow.
     Before, the deadline was never seen in an outage and counts ran back to back."""
-    from airflow_atomic_store.triggers import sources
+    from airflow_atomic_store.triggers.hub import Hub
 
     store.put("jobs", "done", {"status": "done"})
     attempts = []
-    count = sources.PollingSource._count
+    count = Hub._count
 
-    def counted(self: Any) -> Any:
+    async def counted(self: Any, *args: Any) -> Any:
         attempts.append(1)
-        return count(self)
+        return await count(self, *args)
 
-    monkeypatch.setattr(sources.PollingSource, "_count", counted)
+    monkeypatch.setattr(Hub, "_count", counted)
 
     async def scenario() -> tuple[TriggerEvent | None, int]:
         trigger = ClaimWaitTrigger(

@@ -2,8 +2,8 @@
 
 Connections terminated, the server restarted, a count waiting on a lock while the
 triggerer cancels the trigger: the trigger fires for the next write, listens again
-soon, and never stalls the event loop; while it waits it holds one connection per
-watched table and opens no session per count. PostgreSQL only (SQLite has no
+soon, and never stalls the event loop; while triggers wait, a process holds two
+connections per store whatever they watch, and opens no session per count. PostgreSQL only (SQLite has no
 server to lose and polls).
 """
 
@@ -17,8 +17,10 @@ import pytest
 from airflow.triggers.base import TriggerEvent
 
 from airflow_atomic_store import AtomicStore
+from airflow_atomic_store.triggers import ClaimableRowsTrigger
 from devkit import late_writer
 from devkit.postgres_server import PostgresServer
+from tests.support.specs import PENDING
 from tests.support.trigger_events import Events, rows_trigger
 
 # -- outages (PostgreSQL) --------------------------------------------------------------
@@ -58,9 +60,12 @@ def test_survives_its_connections_being_terminated(
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
-def test_holds_one_connection_per_watched_table_while_it_waits(
+def test_holds_two_connections_per_store_whatever_its_triggers_watch(
     store_conn: str, store_url: str, postgres_server: PostgresServer
 ) -> None:
+    """Six triggers on three tables: the listener and the reader, while they wait and
+    after an event (the store's own connection reads the claimable sets' catalog when
+    a watch is compiled, and is closed again)."""
     role = _role(store_url)
 
     def connections() -> int:
@@ -72,9 +77,15 @@ def test_holds_one_connection_per_watched_table_while_it_waits(
         assert row is not None
         return int(row[0])
 
+    def trigger(table: str) -> ClaimableRowsTrigger:
+        return ClaimableRowsTrigger(
+            conn_id=store_conn, table=table, where=PENDING, poll_interval=0.2
+        )
+
     async def scenario() -> tuple[int, int, TriggerEvent | None]:
         before = await asyncio.to_thread(connections)
         events = Events(rows_trigger(store_conn, poll_interval=0.2))
+        others = [Events(trigger(table)) for table in ("jobs", "jobs", "mail", "mail", "logs")]
         await asyncio.sleep(1.0)  # listening, and counted several times
         waiting = await asyncio.to_thread(connections)
         writer = await asyncio.to_thread(late_writer.start, store_url, "jobs", "one", 0.0)
@@ -82,12 +93,13 @@ def test_holds_one_connection_per_watched_table_while_it_waits(
         await asyncio.to_thread(writer.wait, 60)
         await asyncio.sleep(0.5)  # counted again after the event, and waiting
         after = await asyncio.to_thread(connections)
-        await events.aclose()
+        for each in (events, *others):
+            await each.aclose()
         return waiting - before, after - before, event
 
     waiting, after_event, event = asyncio.run(scenario())
     assert event is not None
-    assert (waiting, after_event) == (1, 1)
+    assert (waiting, after_event) == (2, 2)
 
 
 @pytest.mark.postgres

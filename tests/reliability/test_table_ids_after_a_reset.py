@@ -15,6 +15,7 @@ detect; the same scenario runs on it to show both backends behave alike.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from typing import Any
 
@@ -22,7 +23,6 @@ import psycopg
 import pytest
 
 from airflow_atomic_store import AtomicStore
-from airflow_atomic_store.store.plumbing import plumbing
 from tests.support.long_lived_store import LongLivedStore, long_lived_store
 
 STORAGE = "atomic_store_rows"
@@ -196,26 +196,32 @@ def test_retiring_into_an_archive_after_a_reset_loses_no_row(store_url: str, res
 def test_a_triggers_reads_on_its_own_connection_find_the_new_tables(
     store_url: str, reset: str
 ) -> None:
-    """A trigger's row read and count run on its listening connection, not the store's:
-    they look the id up by name, so the trigger a reset left waiting sees the new rows."""
+    """A trigger's row reads and counts run on the notifications' reader, not the store's
+    connection: they look the id up by name, so a trigger a reset left waiting sees the new rows."""
     with AtomicStore(store_url) as waiting:  # the trigger's store, holding the ids
         waiting.put("orders", "o1", {"of": "orders"})
         waiting.put("queue", "q0", {"status": "done"})
-        notifications = plumbing(waiting).notifications
+        notifications = waiting.notifications()
         _reset(store_url, reset)
         with AtomicStore(store_url) as other:
             other.put("payroll", "p1", {"of": "payroll"})
             other.put("orders", "o-new", {"of": "orders"})
             other.put("queue", "q1", {"status": "ready"})
+        assert waiting.get_many("orders", ["o-new", "p1"]) == {"o-new": {"of": "orders"}}
         if notifications is None:  # SQLite: no notifications; its triggers poll the store
             assert waiting.get("orders", "o-new") == {"of": "orders"}
             assert waiting.count("queue", where=READY) == 1
             return
-        selection = plumbing(waiting).queues.backlog_selection("queue", READY, at_most=10)
-        with psycopg.connect(store_url, autocommit=True) as listening:
-            statement, params = notifications.value_query("orders", "o-new")
-            assert listening.execute(statement, params).fetchone() == ({"of": "orders"},)
-            statement, params = notifications.value_query("orders", "p1")
-            assert listening.execute(statement, params).fetchone() is None
-            statement, params = notifications.count_query(selection)
-            assert listening.execute(statement, params).fetchone() == (1, "q1")
+        selection = waiting.watch_selection("queue", READY, at_most=10)
+
+        async def read() -> tuple[Any, Any]:
+            reader = notifications.reader(psycopg.conninfo.conninfo_to_dict(store_url))
+            try:
+                rows = await reader.get_changed("orders", {"o-new": None, "p1": None})
+                return rows, await reader.count(selection)
+            finally:
+                await reader.close()
+
+        rows, backlog = asyncio.run(read())
+        assert {key: value for key, (value, _) in rows.items()} == {"o-new": {"of": "orders"}}
+        assert (backlog.count, backlog.first) == (1, "q1")

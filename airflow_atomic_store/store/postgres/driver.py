@@ -25,7 +25,7 @@ recorded result.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -61,7 +61,7 @@ from airflow_atomic_store.store.migrations import Migrated
 from airflow_atomic_store.store.notify import DEFAULT_NOTIFY, NOTIFY_MODES, channel_for
 from airflow_atomic_store.store.postgres import schema
 from airflow_atomic_store.store.postgres.connection import Connect, PostgresConnection
-from airflow_atomic_store.store.postgres.listener import PostgresListener
+from airflow_atomic_store.store.postgres.listener import PostgresListener, PostgresReader
 from airflow_atomic_store.store.postgres.statements import (
     Extras,
     Statements,
@@ -141,6 +141,12 @@ class PostgresDriver:
         with self._cursor() as cur:
             row = cur.execute(self._sql.queries["get"], {"table": table, "key": key}).fetchone()
         return None if row is None else row[0]
+
+    def get_many(self, table: str, keys: Collection[str]) -> dict[str, dict[str, Any]]:
+        params = {"table": table, "keys": list(keys)}
+        with self._cursor(many_rows=True) as cur:
+            rows = cur.execute(self._sql.queries["get_many"], params).fetchall()
+        return {key: value for key, value in rows}
 
     def delete(self, table: str, key: str) -> bool:
         with self._cursor() as cur:
@@ -332,22 +338,28 @@ class PostgresDriver:
     def notifications(self) -> PostgresDriver:
         return self
 
-    def listener(self, table: str, connect_args: dict[str, Any]) -> PostgresListener:
-        """On the channel the writes to ``table`` notify (per storage table and table)."""
-        return PostgresListener(connect_args, channel_for(self._table_name, table))
+    def channel(self, table: str) -> str:
+        """The channel the writes to ``table`` notify (per storage table and table)."""
+        return channel_for(self._table_name, table)
+
+    def listener(self, connect_args: dict[str, Any]) -> PostgresListener:
+        return PostgresListener(connect_args)
+
+    def reader(self, connect_args: dict[str, Any]) -> PostgresReader:
+        return PostgresReader(connect_args, self)
 
     def count_query(self, selection: Selection) -> tuple[bytes, dict[str, Any]]:
+        """A selection's capped count, by table name: a reader runs it on its own
+        connection."""
         return self._selection("count", selection)
 
-    def value_query(self, table: str, key: str) -> tuple[bytes, dict[str, Any]]:
-        return self._sql.queries["get"], {"table": table, "key": key}
-
-    def written_query(self, table: str) -> tuple[bytes, dict[str, Any]] | None:
-        """The catalog lookup that tells whether anything wrote ``table`` yet; None once
-        this process has seen it listed."""
-        if table in self._listed:
-            return None
-        return self._sql.queries["find_table"], {"table": table}
+    def get_changed_query(
+        self, table: str, seen: Mapping[str, str | None]
+    ) -> tuple[bytes, dict[str, Any]]:
+        """Of ``seen``'s keys, the rows whose version (``xmin``: new at every write) is not
+        the one given, by table name: a reader runs it on its own connection."""
+        params = {"table": table, "keys": list(seen), "seen": list(seen.values())}
+        return self._sql.queries["get_changed_by_name"], params
 
     # -- inspection -------------------------------------------------------------------
 
@@ -358,6 +370,7 @@ class PostgresDriver:
         cursor, find = self._cursor(many_rows=True), self._sql.queries["find_table"]
         rows_table = sql.Identifier(self._table_name).as_string(None)
         catalog = sql.Identifier(schema.tables_catalog_name(self._table_name)).as_string(None)
+        receipts = sql.Identifier(f"{self._table_name}_receipts").as_string(None)
 
         @contextmanager
         def opened() -> Iterator[Snapshot]:
@@ -368,7 +381,9 @@ class PostgresDriver:
                     row = cur.execute(find, {"table": table}).fetchone()
                     return None if row is None else int(row[0])
 
-                yield SqlSnapshot(_SNAPSHOT, cur, rows_table, self._sql.where, table_id, catalog)
+                yield SqlSnapshot(
+                    _SNAPSHOT, cur, rows_table, self._sql.where, table_id, catalog, receipts
+                )
 
         return opened()
 

@@ -1,24 +1,33 @@
-"""A trigger's PostgreSQL connection: ``LISTEN`` on a table's channel, count between waits.
+"""PostgreSQL's notifications capability: the listening connection and the readers' one.
 
-The backend hands one out (``PostgresBackend.listener``) so that the code that
-waits (``triggers/sources.py``) knows nothing of the driver: it sees
-:class:`ListenerLost` when the connection is gone and falls back to polling.
-psycopg keeps notifications that arrive while a count runs for the next wait.
+A process that waits holds two asynchronous connections per store, whatever the
+number of waiters: :class:`PostgresListener` (``LISTEN``, driven by the shared
+:class:`~airflow_atomic_store.store.notify.Notifier`) and :class:`PostgresReader`
+(the waiters' shared counts and row reads, ``triggers/hub.py``). The backend
+hands them out (``PostgresDriver.listener``/``reader``) so that the code that
+waits knows nothing of psycopg.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
 
-from airflow_atomic_store.exceptions import StoreUnavailableError
-from airflow_atomic_store.store.contract import Backlog
+from airflow_atomic_store.exceptions import AtomicStoreError, StoreUnavailableError
+from airflow_atomic_store.store.contract import Backlog, Selection
+from airflow_atomic_store.store.postgres.connection import translate
 
-#: After the first notification, how long more may arrive and be folded into one count.
-COALESCE_SECONDS = 0.005
+if TYPE_CHECKING:
+    from airflow_atomic_store.store.postgres.driver import PostgresDriver
+
+
+#: Seconds a connection attempt may take unless the connection says otherwise: an
+#: unreachable host must not hold every waiter for the operating system's TCP timeout.
+CONNECT_TIMEOUT = 10
 
 
 class ListenerLost(StoreUnavailableError):
@@ -26,80 +35,72 @@ class ListenerLost(StoreUnavailableError):
 
 
 class PostgresListener:
-    """One ``psycopg.AsyncConnection`` in autocommit that listens on ``channel``."""
+    """One ``psycopg.AsyncConnection`` in autocommit that ``LISTEN``s on many channels."""
 
-    def __init__(self, connect_args: dict[str, Any], channel: str) -> None:
-        self._connect_args = connect_args
-        self._channel = channel
+    def __init__(self, connect_args: dict[str, Any]) -> None:
+        self._connect_args = {"connect_timeout": CONNECT_TIMEOUT, **connect_args}
+        self._secrets = _secrets(connect_args)
         self._connection: psycopg.AsyncConnection[Any] | None = None
+        #: Channels received but not yet handed out (kept across a cancelled wait).
+        self._received: set[str] = set()
 
     @property
-    def listening(self) -> bool:
+    def connected(self) -> bool:
         return self._connection is not None and not self._connection.closed
 
-    async def listen(self) -> None:
-        """Connect and ``LISTEN``, unless listening already; :class:`ListenerLost` if not."""
-        if self.listening:
+    async def connect(self) -> None:
+        if self.connected:
             return
+        self._received = set()
         try:
-            connection = await psycopg.AsyncConnection.connect(
+            self._connection = await psycopg.AsyncConnection.connect(
                 **self._connect_args, autocommit=True
             )
         except psycopg.Error as exc:
-            raise ListenerLost(f"cannot LISTEN ({exc})") from exc
-        try:
-            await connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
-        except psycopg.Error as exc:
-            await connection.close()
-            raise ListenerLost(f"LISTEN failed ({exc})") from exc
-        self._connection = connection
+            raise ListenerLost(f"cannot connect to LISTEN ({self._text(exc)})") from exc
 
-    async def written(self, lookup: tuple[bytes, Mapping[str, Any]] | None) -> bool:
-        """Whether the catalog ``lookup`` (``Notifications.written_query``) finds the table.
+    async def listen(self, channel: str) -> None:
+        await self._execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
 
-        So a table nobody wrote yet costs no connection per count, and one written
-        later (by any writer, notifying or not) is found at the next count.
-        """
-        if lookup is None:
-            return True
-        try:
-            return await self._fetch_one(*lookup) is not None
-        except psycopg.errors.UndefinedTable:  # no store schema yet: the store's count makes it
-            return True
-        except psycopg.Error as exc:
-            raise await self._lost(exc) from exc
+    async def unlisten(self, channel: str) -> None:
+        await self._execute(sql.SQL("UNLISTEN {}").format(sql.Identifier(channel)))
 
-    async def count(self, statement: bytes, params: Mapping[str, Any]) -> Backlog:
-        """Run a count statement (``Notifications.count_query``) on this connection."""
-        return Backlog.from_row(await self.fetch_one(statement, params))
+    async def ping(self) -> None:
+        await self._execute(sql.SQL("SELECT 1"))
 
-    async def fetch_one(self, statement: bytes, params: Mapping[str, Any]) -> Any:
-        try:
-            return await self._fetch_one(statement, params)
-        except psycopg.Error as exc:
-            raise await self._lost(exc) from exc
-
-    async def wait(self, timeout: float) -> None:
-        """Until a notification (a burst folded into one) or ``timeout`` seconds."""
+    async def channels(self) -> set[str]:
         connection = self._live()
         try:
-            woken = False
-            async for _ in connection.notifies(timeout=timeout, stop_after=1):
-                woken = True
-            if woken:  # take what arrived just behind it
-                # (not inside the loop above: each notifies() holds the connection's lock)
-                async for _ in connection.notifies(timeout=COALESCE_SECONDS):
-                    pass
+            cursor = await connection.execute("SELECT pg_listening_channels()")
+            return {row[0] for row in await cursor.fetchall()}
         except psycopg.Error as exc:
             raise await self._lost(exc) from exc
+
+    async def wait(self, timeout: float) -> set[str]:
+        connection = self._live()
+        try:
+            if not self._received:
+                async for notify in connection.notifies(timeout=timeout, stop_after=1):
+                    self._received.add(notify.channel)
+            if self._received:  # and whatever arrived just behind (one poll, no wait)
+                async for notify in connection.notifies(timeout=0):
+                    self._received.add(notify.channel)
+        except psycopg.Error as exc:
+            raise await self._lost(exc) from exc
+        received, self._received = self._received, set()
+        return received
 
     async def close(self) -> None:
         connection, self._connection = self._connection, None
         if connection is not None:
             await connection.close()
 
-    async def _fetch_one(self, statement: bytes, params: Mapping[str, Any]) -> Any:
-        return await (await self._live().execute(statement, params)).fetchone()
+    async def _execute(self, statement: sql.SQL | sql.Composed) -> None:
+        connection = self._live()
+        try:
+            await connection.execute(statement)
+        except psycopg.Error as exc:
+            raise await self._lost(exc) from exc
 
     def _live(self) -> psycopg.AsyncConnection[Any]:
         if self._connection is None or self._connection.closed:
@@ -108,4 +109,80 @@ class PostgresListener:
 
     async def _lost(self, exc: psycopg.Error) -> ListenerLost:
         await self.close()
-        return ListenerLost(f"lost the LISTEN connection ({exc})")
+        return ListenerLost(f"lost the LISTEN connection ({self._text(exc)})")
+
+    def _text(self, exc: psycopg.Error) -> str:
+        return str(translate(exc, self._secrets))
+
+
+class PostgresReader:
+    """One ``psycopg.AsyncConnection`` in autocommit for the waiters' shared reads.
+
+    Opened on the first read and again after it is lost, one attempt per read; the
+    statements are the backend's (``count_query``, ``get_changed_query``), run as they
+    are: each looks its table up by name.
+    """
+
+    def __init__(self, connect_args: dict[str, Any], backend: PostgresDriver) -> None:
+        self._connect_args = {"connect_timeout": CONNECT_TIMEOUT, **connect_args}
+        self._secrets = _secrets(connect_args)
+        self._backend = backend
+        self._connection: psycopg.AsyncConnection[Any] | None = None
+        self._connecting = asyncio.Lock()  # reads that find it closed make one connection
+
+    async def count(self, selection: Selection) -> Backlog:
+        statement, params = self._backend.count_query(selection)
+        rows = await self._fetch(statement, params)
+        return Backlog.from_row(rows[0] if rows else None)
+
+    async def get_changed(
+        self, table: str, seen: Mapping[str, str | None]
+    ) -> dict[str, tuple[dict[str, Any] | None, str | None]]:
+        statement, params = self._backend.get_changed_query(table, seen)
+        rows = await self._fetch(statement, params)
+        return {key: (value, version) for key, value, version in rows}
+
+    async def close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await connection.close()
+
+    async def _fetch(self, statement: bytes, params: Any) -> list[Any]:
+        """Rows of a read; a connection found dead (terminated, idle-killed) is made again
+        and the read made once more on it (it changes nothing), before an outage is told."""
+        reused = self._connection is not None and not self._connection.closed
+        try:
+            return await self._fetch_once(statement, params)
+        except StoreUnavailableError:
+            if not reused:
+                raise
+        return await self._fetch_once(statement, params)
+
+    async def _fetch_once(self, statement: bytes, params: Any) -> list[Any]:
+        try:
+            connection = await self._connected()
+            cursor = await connection.execute(statement, params)
+            return await cursor.fetchall()
+        except psycopg.errors.UndefinedTable:
+            return []  # no store here yet: nothing to count or read
+        except psycopg.Error as exc:
+            error: AtomicStoreError = translate(exc, self._secrets)
+            if isinstance(error, StoreUnavailableError) or self._broken():
+                await self.close()
+            raise error from exc
+
+    async def _connected(self) -> psycopg.AsyncConnection[Any]:
+        async with self._connecting:
+            if self._connection is None or self._connection.closed:
+                self._connection = await psycopg.AsyncConnection.connect(
+                    **self._connect_args, autocommit=True
+                )
+            return self._connection
+
+    def _broken(self) -> bool:
+        return self._connection is not None and self._connection.broken
+
+
+def _secrets(connect_args: dict[str, Any]) -> tuple[str, ...]:
+    password = connect_args.get("password")
+    return (password,) if isinstance(password, str) and password else ()

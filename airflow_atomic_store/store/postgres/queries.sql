@@ -7,6 +7,20 @@
 SELECT value FROM {table}
 WHERE table_id = (SELECT id FROM {tables} WHERE name = %(table)s) AND key = %(key)s
 
+-- name: get_many
+-- Many rows in one statement (h40): the id from the catalog, by name.
+SELECT key, value FROM {table}
+WHERE table_id = (SELECT id FROM {tables} WHERE name = %(table)s) AND key = ANY(%(keys)s)
+
+-- name: get_changed_by_name
+-- The waiters' shared read (h40): of the awaited keys, those whose row's version (xmin,
+-- new at every write) is not the one last read; a row gone since comes back as NULLs.
+SELECT k.key, r.value, r.xmin::text
+FROM unnest(%(keys)s::text[], %(seen)s::text[]) AS k (key, seen)
+LEFT JOIN {table} AS r
+    ON r.table_id = (SELECT id FROM {tables} WHERE name = %(table)s) AND r.key = k.key
+WHERE r.xmin::text IS DISTINCT FROM k.seen
+
 -- name: delete
 DELETE FROM {table}
 WHERE table_id = (SELECT id FROM {tables} WHERE name = %(table)s) AND key = %(key)s

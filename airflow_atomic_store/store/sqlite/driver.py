@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from typing import Any
@@ -113,6 +113,13 @@ class SqliteDriver:
                 self._sql.statement("get"), {"table": table, "key": key}
             ).fetchone()
         return None if row is None else json.loads(row[0])
+
+    def get_many(self, table: str, keys: Collection[str]) -> dict[str, dict[str, Any]]:
+        """The waiters' shared poll of many rows, one statement (keys as a JSON array)."""
+        params = {"table": table, "keys": json.dumps(list(keys))}
+        with self._transaction(write=False) as connection:
+            rows = connection.execute(self._sql.statement("get_many"), params).fetchall()
+        return {key: json.loads(value) for key, value in rows}
 
     def delete(self, table: str, key: str) -> bool:
         params = {"table": table, "key": key}
@@ -385,7 +392,14 @@ class SqliteDriver:
             with transaction as connection:
                 connection.execute("PRAGMA query_only = ON")
                 try:
-                    yield SqlSnapshot(_SNAPSHOT, connection, table, where, _same_name)
+                    yield SqlSnapshot(
+                        _SNAPSHOT,
+                        connection,
+                        table,
+                        where,
+                        _same_name,
+                        receipts_table=f"{table}_receipts",  # as queries.sql names it
+                    )
                 finally:
                     connection.execute("PRAGMA query_only = OFF")
 

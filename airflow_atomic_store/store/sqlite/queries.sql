@@ -5,6 +5,11 @@
 -- name: get
 SELECT value FROM {table} WHERE table_name = :table AND key = :key
 
+-- name: get_many
+-- The waiters' shared poll of many rows (h40); :keys is a JSON array of keys.
+SELECT key, value FROM {table}
+WHERE table_name = :table AND key IN (SELECT value FROM json_each(:keys))
+
 -- name: put
 -- A replaced row keeps its created_at: its place in a FIFO queue.
 INSERT INTO {table} (table_name, key, value, created_at, record_timestamp)
