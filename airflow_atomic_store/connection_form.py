@@ -39,10 +39,10 @@ FIELDS: tuple[FormField, ...] = (
     ),
     FormField(
         "auto_claim_sets",
-        "Automatic claimable sets",
+        "Automatic claimable sets (deprecated)",
         "boolean",
-        "Build a partial index for a queue's claims on first use, so claims stay fast "
-        "as the queue's history grows.",
+        "Ignored since 0.1.0: claims build no index. A queue's pending set comes with the "
+        "schema; declare others with ensure_claim_index at deployment.",
         True,
     ),
     FormField(

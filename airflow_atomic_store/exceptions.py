@@ -97,7 +97,7 @@ class ResultTooLargeError(AtomicStoreError):
 
     The receipt holds the whole result (a claim's rows with their values) so that a
     repeat returns it; PostgreSQL cannot hold a ``jsonb`` value of 256 MB or more,
-    and both backends refuse the same results (``store/receipts.py``).
+    and both backends refuse the same results (``store/contract.py``).
     """
 
     def __init__(self, limit: int, size: int | None = None) -> None:

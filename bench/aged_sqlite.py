@@ -3,10 +3,9 @@
 Each drain gets its own freshly loaded database file (pending rows over ten
 times as many done rows), claims batches until the queue is empty and is
 timed from the first claim to the empty one. Variants: the store as the recipe
-calls it (its first claim declares the claimable set over the loaded history,
-inside the timing), the same on a queue whose history grew under the recipe
-(``grown``: its first claim, on the empty queue, declared the set before the
-rows were loaded), the store with the set declared beforehand, and
+calls it on a new store (its schema made the pending set, and the history was
+loaded beneath it; ``grown`` is the same, named as before 0.1.0, when a claim
+built the set), the store with the set declared over the loaded history, and
 ``sqlite3`` with a hand-made partial index named by ``INDEXED BY`` (:mod:`bench.handwritten`), once keeping
 the JSON text it gets back and once decoding it (``sql-decoded``), as a caller
 of the store gets values, and as psycopg decodes ``jsonb`` for the PostgreSQL
@@ -21,7 +20,7 @@ import time
 from typing import Any
 
 from airflow_atomic_store import AtomicStore
-from airflow_atomic_store.store.sqlite.backend import path_from_url
+from airflow_atomic_store.store.sqlite.driver import path_from_url
 from bench import loading
 from bench.environment import BenchEnvironment
 from bench.handwritten import SQLITE_PARTIAL_INDEX, HandwrittenSqlite
@@ -42,17 +41,18 @@ FROM seq
 
 
 def _prepare(url: str, variant: str, pending: int, history: int) -> None:
-    with AtomicStore(url, auto_claim_sets=False) as store:
+    with AtomicStore(url) as store:  # a new store: its schema makes the pending set
         store.get(loading.QUEUE, "__schema__")
-    if variant == "grown":
-        loading.claim_on_new_queue(url)
+        if variant == "declared":  # declared over the loaded rows instead
+            for listed in store.claim_sets():
+                store.drop_claim_set(listed["name"])
     with sqlite3.connect(path_from_url(url), isolation_level=None) as conn:
         conn.execute(_LOAD, (pending + history, loading.QUEUE, history))
         if variant.startswith("sql"):
             conn.execute(SQLITE_PARTIAL_INDEX)
     conn.close()
     if variant == "declared":
-        with AtomicStore(url, auto_claim_sets=False) as store:
+        with AtomicStore(url) as store:
             store.ensure_claim_index(table=loading.QUEUE, where=loading.PENDING_WHERE)
     with sqlite3.connect(path_from_url(url), isolation_level=None) as conn:
         conn.execute("ANALYZE")
@@ -65,7 +65,7 @@ def _drain(url: str, variant: str) -> dict[str, Any]:
         decode = variant == "sql-decoded"
         claim, close = (lambda: len(sql.claim_partial(BATCH, "aged", decode=decode))), sql.close
     else:
-        store = AtomicStore(url, auto_claim_sets=variant in ("recipe", "grown"))
+        store = AtomicStore(url)
         store.get(loading.QUEUE, "__warm-up__")
         claim = lambda: store.atomic_claim(  # noqa: E731
             loading.QUEUE, where=loading.PENDING_WHERE, limit=BATCH, execution_id="aged"

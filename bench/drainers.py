@@ -59,12 +59,11 @@ class _PendingCheck:
 class StoreClaimer(_PendingCheck):
     """``AtomicStore.atomic_claim`` with its default mutations, as a DAG would call it."""
 
-    auto_claim_sets = True
     notify = "writes"  # the default: claims do not pg_notify
 
     def __init__(self, url: str, batch: int) -> None:
         super().__init__(url)
-        self.store = AtomicStore(url, auto_claim_sets=self.auto_claim_sets, notify=self.notify)
+        self.store = AtomicStore(url, notify=self.notify)
         self.store.get(QUEUE, "__warm-up__")
         self.batch, self.me = batch, f"bench-{os.getpid()}"
 
@@ -90,9 +89,8 @@ class DeleteStoreClaimer(StoreClaimer):
 
 
 class UnassistedStoreClaimer(StoreClaimer):
-    """The store with ``auto_claim_sets=False``: only the sets declared beforehand serve it."""
-
-    auto_claim_sets = False
+    """The same store, on a queue whose set was declared over its loaded history
+    (``loading.load_queue(claim_index=True)``); claims never build a set."""
 
 
 class NotifyingStoreClaimer(StoreClaimer):

@@ -48,7 +48,7 @@ _PG_PARTIAL_INDEX = (
     "WHERE table_id = {table} AND value ->> 'status' = 'pending'"
 )
 
-#: A logical table's id in the store's catalog (``store/postgres/tables.py``), added if
+#: A logical table's id in the store's catalog (``<storage table>_tables``), added if
 #: missing: the rows table keys rows by it, so every statement here binds the integer.
 _PG_TABLE_ID = (
     "WITH added AS (INSERT INTO atomic_store_rows_tables (name) VALUES (%s) "

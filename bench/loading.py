@@ -58,7 +58,7 @@ def drop_claim_indexes(url: str) -> None:
         ).fetchall()
         for (name,) in hand_made:
             conn.execute(f'DROP INDEX IF EXISTS "{name}"'.encode())
-    with AtomicStore(url, auto_claim_sets=False) as store:
+    with AtomicStore(url) as store:
         names = {entry["name"] for entry in store.claim_sets()} | {name for (name,) in orphans}
         for name in sorted(names):
             store.drop_claim_set(name)
@@ -88,8 +88,8 @@ def load_queue(
 
     With ``claim_index`` the store's :meth:`ensure_claim_index` declares the
     claimable set "status equals pending" over the loaded rows; with ``grown``
-    the store's own first claim declares it on the empty table, before the rows
-    arrive, as on a queue whose history grew under the recipe; with
+    the set is there before the rows arrive, as the schema makes it for every new
+    store, so the history grows beneath it as under the deployed recipe; with
     ``hand_index`` the hand-made partial index of :mod:`bench.handwritten` is
     built; without any of them only the store's own indexes exist. Ends with
     ``VACUUM ANALYZE`` so every variant starts from the same state.
@@ -105,19 +105,21 @@ def load_queue(
         if hand_index:
             conn.execute(pg_partial_index(table_id).encode())
     if claim_index:
-        with AtomicStore(url, auto_claim_sets=False) as store:
+        with AtomicStore(url) as store:
             store.ensure_claim_index(table=QUEUE, where=PENDING_WHERE)
     vacuum(url)
 
 
 def claim_on_new_queue(url: str) -> None:
-    """The recipe's first claim, on a queue that holds nothing yet: it declares the set.
+    """The pending set as a new store's schema makes it, on a queue that holds nothing yet,
+    and the recipe's first claim through it.
 
-    Every queue that ages under the recipe took its first claim young, so its
-    set was built over a handful of rows and has held only the pending ones
-    since; the history is then loaded beneath it.
+    Every queue that ages under the recipe has had its set from the start, built
+    over no rows and holding only the pending ones since; the history is then
+    loaded beneath it.
     """
     with AtomicStore(url) as store:
+        store.ensure_claim_index(table=QUEUE, where=PENDING_WHERE)
         store.atomic_claim(QUEUE, where=PENDING_WHERE, limit=1, execution_id="new-queue")
         assert [s["state"] for s in store.claim_sets(QUEUE)] == ["ready"]
 

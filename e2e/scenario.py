@@ -142,7 +142,7 @@ def run(
     started = time.monotonic()
     with AtomicStore(deployment.store_url) as store:
         say(
-            f"claimable sets before the run: {store.claim_sets() or 'none (the store declares them)'}"
+            f"claimable sets before the run (the schema makes the pending set): {store.claim_sets()}"
         )
         for dag_id in DAG_IDS:
             api.unpause(dag_id)

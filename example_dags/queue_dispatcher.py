@@ -22,7 +22,7 @@ from typing import Any
 from airflow.sdk import Param, dag, task
 
 from airflow_atomic_store import AtomicClaimOperator, AtomicStoreHook
-from airflow_atomic_store.spec.bulk import BULK_LIMIT
+from airflow_atomic_store.spec.options import BULK_LIMIT
 from airflow_atomic_store.templating import execution_id, task_instance_key
 
 try:  # imported as airflow_atomic_store.example_dags.<module>, as provider info lists it

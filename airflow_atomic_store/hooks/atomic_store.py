@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 from collections.abc import Callable
@@ -17,7 +18,6 @@ from airflow_atomic_store import (
 )
 from airflow_atomic_store.exceptions import ConnectionConfigError
 from airflow_atomic_store.store import AtomicStore
-from airflow_atomic_store.store.delegation import delegated
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection
@@ -45,13 +45,17 @@ _EXAMPLE_SQLITE_URI = "sqlite:////abs/path/store.db"
 _EXAMPLE_POSTGRES_URI = "postgresql://user:password@host:5432/dbname"
 
 
-def _store(hook: AtomicStoreHook) -> AtomicStore:
-    return hook.store
-
-
 def _store_verb(method: Callable[..., Any]) -> Callable[..., Any]:
-    """The hook's ``method``: the store's own, called on :attr:`AtomicStoreHook.store`."""
-    return delegated(method, _store, "AtomicStoreHook")
+    """The hook's ``method``: the store's own function, wrapped, called on
+    :attr:`AtomicStoreHook.store`, so ``inspect.signature`` and ``help()`` show exactly
+    what the store declares."""
+
+    @functools.wraps(method)
+    def verb(self: AtomicStoreHook, /, *args: Any, **kwargs: Any) -> Any:
+        return method(self.store, *args, **kwargs)
+
+    verb.__qualname__ = f"AtomicStoreHook.{method.__name__}"
+    return verb
 
 
 class AtomicStoreHook(BaseHook):
@@ -209,7 +213,7 @@ def _store_options(conn_id: str, conn: Connection) -> dict[str, Any]:
                 f"connection {conn_id!r}: the extra 'auto_claim_sets' must be true or false, "
                 f"got {value!r}"
             )
-        options["auto_claim_sets"] = value
+        # Accepted, and ignored: claims no longer build claimable sets (CHANGELOG 0.1.0).
     options.update((name, extras[name]) for name in _STORE_OPTION_EXTRAS if name in extras)
     return options
 

@@ -1,6 +1,6 @@
 """``StoreInspector``: validate the arguments, read one snapshot, shape the answer.
 
-The backends count, group and page (``store/snapshot.py``); this module
+The backends count, group and page (``store/sql.py``); this module
 chooses the queries (the ``status`` conditions, the stale cutoff) and turns
 what comes back into :mod:`~airflow_atomic_store.inspection.results`.
 """
@@ -38,7 +38,7 @@ from airflow_atomic_store.spec import (
 )
 from airflow_atomic_store.spec.values import INT_MAX
 from airflow_atomic_store.store import AtomicStore
-from airflow_atomic_store.store.snapshot import Claim, RowFilter, StoredReceipt
+from airflow_atomic_store.store.contract import Claim, RowFilter, StoredReceipt
 from airflow_atomic_store.timestamps import format_timestamp, parse_timestamp, utc_now
 
 PENDING, IN_FLIGHT = "pending", "in_flight"

@@ -22,7 +22,7 @@ from typing import Any
 
 from airflow_atomic_store import timestamps
 from airflow_atomic_store.spec.watch import parse_seconds
-from airflow_atomic_store.store.receipts import MAX_KEY_BYTES
+from airflow_atomic_store.store.atomic_store import MAX_KEY_BYTES
 
 #: The longest ``wait_timeout``: 30 days.
 WAIT_BOUNDS = (0.0, 30 * 86_400.0)

@@ -20,7 +20,7 @@ literal ``1`` and ``1.0`` are different constants to the planner, and
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +32,6 @@ from airflow_atomic_store.spec.values import dumps, json_type
 #: Operators a set may be declared with: their SQL is a plain, immutable
 #: comparison that both databases accept in a partial index predicate.
 DECLARABLE_OPERATORS = frozenset({"equals", "not_equals", "in", "not_in", "exists", "not_exists"})
-#: Operators the store declares a set for by itself: a queue's "status is one of".
-AUTOMATIC_OPERATORS = frozenset({"equals", "in"})
 #: Bounds on a value written into an index predicate (and into every claim's text).
 MAX_LITERAL_CHARS = 256
 MAX_IN_ITEMS = 32
@@ -85,10 +83,9 @@ class ClaimSet:
     def index_name(self, storage_table: str, attempt: int = 0) -> str:
         """A name of at most 63 characters (storage tables have at most 48): 40 bits of hash.
 
-        Two sets can share those bits (one such pair is in tests/unit/test_set_index_names.py),
-        so the name is only a proposal: the builder takes the first ``attempt`` whose
-        name the store's catalog does not hold for another set (``set_catalog.choose_name``),
-        and everything else finds a set by its identity, never by its name.
+        Two sets can share those bits (one such pair is in tests/unit/test_set_index_names.py):
+        declaring the second is then an error that says so, nothing is built
+        (``attempt`` names the sets that stores before 0.1.0 built on a collision).
         """
         text = self.identity if attempt == 0 else f"{self.identity}#{attempt}"
         digest = hashlib.sha256(text.encode()).hexdigest()[:10]
@@ -107,38 +104,6 @@ def parse_claim_set(where: Any, match: Any, order_by: Any) -> ClaimSet:
     mode = parse_match(match)
     column = parse_ordering(order_by, "asc").column
     return ClaimSet(_canonical_order(conditions), mode, column)
-
-
-def automatic_claim_set(
-    conditions: Sequence[Condition],
-    match: str,
-    column: OrderColumn,
-    written: Collection[str],
-) -> ClaimSet | None:
-    """The set the store may declare by itself for a claim's filter, if it is safe.
-
-    A condition qualifies when it is ``equals``/``in`` on scalar values and
-    its field is one the claim itself writes (``written``: the top-level
-    fields of its mutations). That is a queue's state machine, "claim where
-    status is pending, set status": claimed rows leave the filter, so its
-    matching rows stay few while the table's history grows. A filter on a
-    field the claim never changes (a batch id) is left alone. With
-    ``match="all"`` the qualifying conditions alone form the set (the others,
-    such as ``claimedAt lt …``, stay bound and filter inside it); with
-    ``match="any"`` every condition must qualify.
-    """
-    safe = tuple(
-        c
-        for c in conditions
-        if c.path.top_level in written and not _literal_problem(c, AUTOMATIC_OPERATORS)
-    )
-    if not safe:
-        return None
-    if match == "any" and len(conditions) > 1:
-        if len(safe) != len(conditions):
-            return None
-        return ClaimSet(_canonical_order(safe), "any", column)
-    return ClaimSet(_canonical_order(safe), "all", column)
 
 
 def covered_conditions(
@@ -185,3 +150,12 @@ def _canonical_order(conditions: Sequence[Condition]) -> tuple[Condition, ...]:
     """One order per set of conditions, so the same set always gets the same name."""
     unique = {condition_key(c): c for c in conditions}
     return tuple(unique[key] for key in sorted(unique, key=repr))
+
+
+#: The queue recipes' claim filter, ``status equals pending`` in FIFO order: every store
+#: is created with its set (``store/postgres/schema.py``, ``store/sqlite/connection.py``),
+#: as procrastinate ships its fixed ``WHERE status = 'todo'`` index, so a queue's claims
+#: walk its pending rows however much history it keeps, with no DDL at run time.
+DEFAULT_SET = parse_claim_set(
+    [{"field": "status", "operator": "equals", "value": "pending"}], "all", "createdAt"
+)

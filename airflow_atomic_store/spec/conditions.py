@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from airflow_atomic_store.exceptions import SpecError
-from airflow_atomic_store.spec.items import item_path, spec_items
 from airflow_atomic_store.spec.memo import Memo
-from airflow_atomic_store.spec.paths import FieldPath, resolve
+from airflow_atomic_store.spec.paths import FieldPath, item_path, resolve, spec_items
 from airflow_atomic_store.spec.predicates import OPERATORS, Operator, lookup
 from airflow_atomic_store.spec.values import check_json
 

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_atomic_store.exceptions import MutationError, SpecError
-from airflow_atomic_store.spec.items import item_path, spec_items
 from airflow_atomic_store.spec.memo import Memo
-from airflow_atomic_store.spec.paths import MISSING, FieldPath, resolve
+from airflow_atomic_store.spec.paths import MISSING, FieldPath, item_path, resolve, spec_items
 from airflow_atomic_store.spec.values import INT_MAX, INT_MIN, check_json, is_number, json_type
 
 _MUTATION_KEYS = frozenset({"field", "operation", "op", "value"})

@@ -28,8 +28,8 @@ PostgreSQL's advisory lock, SQLite's write transaction):
   refuses any other with the same error.
 
 Writing a migration: ``{table}`` is the storage table's quoted name and
-``{table_<suffix>}`` that of its ``<suffix>`` object (``{table_receipts}``); other
-braces are doubled. It runs inside a transaction (so no ``CREATE INDEX
+``{table_<suffix>}`` that of its ``<suffix>`` object (``{table_receipts}``), and
+``{name_<suffix>}`` that object's name as a string literal; other braces are doubled. It runs inside a transaction (so no ``CREATE INDEX
 CONCURRENTLY``) and must tolerate a missing side table (``IF EXISTS``): whatever
 is missing afterwards is created from the current schema files. On SQLite each
 statement is a ``-- name:`` section of its own (``executescript`` would commit).
@@ -109,13 +109,17 @@ def latest(migrations: Sequence[Migration]) -> int:
 
 
 def holes(table: str, quote: Callable[[str], str]) -> dict[str, str]:
-    """A migration's holes: ``table`` and ``table_<suffix>``, quoted by the driver."""
+    """A migration's holes: ``table`` and ``table_<suffix>``, quoted by the driver, and
+    ``name_<suffix>``: the same object's name as a string literal (a catalog row naming it;
+    storage table names are plain identifiers, so no quote needs doubling)."""
 
     class Names(dict[str, str]):
         def __missing__(self, key: str) -> str:
-            if not key.startswith("table_"):
-                raise KeyError(key)
-            return quote(f"{table}{key.removeprefix('table')}")
+            if key.startswith("table_"):
+                return quote(f"{table}{key.removeprefix('table')}")
+            if key.startswith("name_"):
+                return f"'{table}{key.removeprefix('name')}'"
+            raise KeyError(key)
 
     return Names(table=quote(table))
 

@@ -4,8 +4,9 @@ A queue that marks rows in place keeps every row it ever consumed. Retiring is a
 loop of delete-claims (``mode="delete"``) over the finished statuses and a finish
 timestamp older than the threshold: each batch is one short statement that skips
 rows other claims hold (``SKIP LOCKED`` on PostgreSQL; one writer at a time on
-SQLite), uses the claimable set over those statuses (so it walks finished rows,
-not the queue), and never matches a ``pending`` or ``in_flight`` row. Optionally
+SQLite), walks the table oldest first (a queue's oldest rows are its finished
+ones; a set declared over the finished statuses serves it where they are not),
+and never matches a ``pending`` or ``in_flight`` row. Optionally
 each batch is copied into an archive table in the same statement, as pgmq's
 ``archive`` does.
 """
@@ -28,8 +29,7 @@ from airflow_atomic_store.spec import (
     parse_where,
 )
 from airflow_atomic_store.spec.paths import parse_path
-from airflow_atomic_store.store.claiming import Claims
-from airflow_atomic_store.store.requests import ClaimRequest, Selection
+from airflow_atomic_store.store.contract import Selection
 
 #: Statuses a queue is working on: retention never retires them.
 UNFINISHED: Final = frozenset({"pending", "in_flight"})
@@ -37,58 +37,7 @@ UNFINISHED: Final = frozenset({"pending", "in_flight"})
 BATCH_LIMIT: Final = (1, 10_000)
 MAX_BUDGET_SECONDS: Final = 86_400.0
 #: Oldest first, so each run retires the longest-kept rows.
-_FIFO = parse_ordering("createdAt", "asc")
-
-
-class Retention:
-    """The store's ``retire`` verb, built on its delete-claims."""
-
-    def __init__(self, claims: Claims) -> None:
-        self._claims = claims
-
-    def retire(
-        self,
-        table: str,
-        *,
-        older_than: float | timedelta,
-        statuses: Sequence[str] = ("done",),
-        finished_field: str = "finishedAt",
-        limit: int = 500,
-        time_budget: float | timedelta = 30.0,
-        archive_table: str | None = None,
-    ) -> dict[str, Any]:
-        """Retire finished rows: ``status`` in ``statuses`` and ``finished_field`` (a
-        canonical timestamp the queue writes when it finishes a row) older than
-        ``older_than`` (seconds or a timedelta), in delete-claims of at most ``limit``
-        rows, for at most ``time_budget``. Never a ``pending`` or ``in_flight`` row; it
-        skips rows other claims hold and never waits for them. With ``archive_table``
-        each batch is copied there (replacing rows of the same key) by the statement
-        that deletes it. Returns ``{"retired": n, "batches": b, "complete": bool,
-        "stopped": why}``: ``stopped`` is ``"done"`` (nothing retirable is left;
-        ``complete`` True), ``"time_budget"`` (the budget ran out first) or ``"held"``
-        (the rest are rows other transactions hold, which a batch steps past instead of
-        waiting; PostgreSQL). Either way the next run goes on.
-        """
-        plan = plan_retention(
-            table, older_than, statuses, finished_field, limit, time_budget, archive_table
-        )
-        return plan.run(self._batch, self._left)
-
-    def _batch(self, plan: RetentionPlan) -> int:
-        request = ClaimRequest(plan.selection, (), None, "delete", plan.archive_table)
-        # The set over the finished statuses serves it: it walks finished rows only.
-        written = {plan.where[0].path.top_level}
-        return len(self._claims.run(request, written).rows)
-
-    def _left(self, plan: RetentionPlan) -> int:
-        """Whether retirable rows are still there after a short batch: rows others hold.
-
-        Only where claims step past held rows; elsewhere (SQLite) a short batch saw
-        every row, and the check cost a retire that found little 1.3-1.7x its time.
-        """
-        if not self._claims.skips_held_rows:
-            return 0
-        return self._claims.count(Selection(plan.table, plan.where, "all", _FIFO, 1))
+FIFO = parse_ordering("createdAt", "asc")
 
 
 @dataclass(frozen=True)
@@ -104,7 +53,7 @@ class RetentionPlan:
     @property
     def selection(self) -> Selection:
         """The rows one batch takes: the oldest retirable ones, at most ``limit``."""
-        return Selection(self.table, self.where, "all", _FIFO, self.limit)
+        return Selection(self.table, self.where, "all", FIFO, self.limit)
 
     def run(
         self,

@@ -16,8 +16,7 @@ from airflow_atomic_store.spec import json_text
 from airflow_atomic_store.spec.conditions import evaluate, parse_where
 from airflow_atomic_store.spec.options import ORDER_COLUMNS, parse_ordering
 from airflow_atomic_store.spec.watch import parse_seconds, parse_watch
-from airflow_atomic_store.triggers.hub import Watch, hub_for
-from airflow_atomic_store.triggers.probes import NOTHING, Waiter
+from airflow_atomic_store.triggers.hub import NOTHING, Waiter, Watch, hub_for
 
 
 @dataclass(frozen=True)

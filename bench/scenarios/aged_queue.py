@@ -4,15 +4,13 @@ Five drains side by side for each claimer count and batch size, their order
 rotating from one configuration to the next, each on a freshly loaded,
 vacuumed table, by separate claimer processes:
 
-- ``recipe``: ``AtomicStore(url)`` as the queue recipe calls it, nothing
-  prepared, on history loaded without it: its first claim declares the
-  claimable set over the whole table (inside the timing), as the first claim
-  on a table that aged under other code does, once;
-- ``grown``: the same claim on a queue whose history grew under the recipe:
-  its first claim, on the new and empty queue, declared the set before the
-  rows arrived (outside the timing), as every queue the recipe ages has;
-- ``declared``: the set declared with ``ensure_claim_index`` beforehand,
-  ``auto_claim_sets=False``;
+- ``recipe``: ``AtomicStore(url)`` as the queue recipe calls it, on a store as
+  deployed: its schema made the ``status equals pending`` set when the store was
+  created, and the history was loaded beneath it (claims build nothing);
+- ``grown``: the same (it was, before 0.1.0, the queue whose first claim built
+  an automatic set while it was young; kept so figures compare across releases);
+- ``declared``: the set declared with ``ensure_claim_index`` over the loaded
+  history (a compact, freshly built index);
 - ``pgmq``: pgmq-shaped read+delete on pgmq's table layout
   (:mod:`bench.readdelete_queue`): deleted messages leave no history;
 - ``partial``: the hand-written claim on the store's table with a hand-made
@@ -78,7 +76,7 @@ def _prepare(name: str, url: str, queue_url: str, sizes: Sizes) -> str:
         pending=pending,
         claim_index=name == "declared",
         hand_index=name == "partial",
-        grown=name in ("grown", "delete"),
+        grown=name in ("recipe", "grown", "delete"),
     )
     return url
 

@@ -26,7 +26,7 @@ def _time_claims(url: str, kind: str, claims: int) -> list[float]:
     samples = []
     if kind == "store":
         # No set but the declared one: the unindexed side must stay unindexed.
-        with AtomicStore(url, auto_claim_sets=False) as store:
+        with AtomicStore(url) as store:
             store.get(loading.QUEUE, "__warm-up__")
             for _ in range(claims):
                 start = now()
@@ -58,7 +58,7 @@ def run(env: BenchEnvironment, sizes: Sizes, *, require_extras: bool) -> dict[st
         entry: dict[str, Any] = {"rows": rows, "pending": pending}
         for indexed in (False, True):
             if indexed:
-                with AtomicStore(url, auto_claim_sets=False) as store:
+                with AtomicStore(url) as store:
                     store.ensure_claim_index(table=loading.QUEUE, where=loading.PENDING_WHERE)
                 loading.vacuum(url)
             label = "index" if indexed else "no_index"

@@ -12,7 +12,7 @@ import sqlite3
 from typing import Any
 
 from airflow_atomic_store import AtomicStore
-from airflow_atomic_store.store.sqlite.backend import path_from_url
+from airflow_atomic_store.store.sqlite.driver import path_from_url
 from bench import loading
 from bench.environment import BenchEnvironment
 from bench.handwritten import HandwrittenSqlite

@@ -111,8 +111,8 @@ def test_airflow_atomic_store_migrate_records_an_old_store_through_a_connection(
         command = [sys.executable, "-m", "airflow", "atomic-store"]
     done = run([*command, "migrate", "--conn-id", store_conn, "--json"], airflow_home)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["applied"] == ["1_recorded"]
-    assert versions(store_url) == [(1, "recorded")]
+    assert json.loads(done.stdout)["applied"] == ["1_recorded", "2_pending_set"]
+    assert versions(store_url) == [(1, "recorded"), (2, "pending_set")]
 
 
 def test_provider_info_names_the_cli_commands() -> None:

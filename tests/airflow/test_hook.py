@@ -239,22 +239,19 @@ def _queue_claim_declares_a_set(hook: AtomicStoreHook) -> bool:
 
 
 @pytest.mark.postgres
-def test_the_auto_claim_sets_extra_turns_automatic_sets_off_and_never_reaches_psycopg(
+def test_the_auto_claim_sets_extra_is_accepted_ignored_and_never_reaches_psycopg(
     postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with (
-        postgres_connection(postgres_server, monkeypatch, "pg_no_sets", {"auto_claim_sets": False}),
-        AtomicStoreHook(conn_id="pg_no_sets") as hook,
-    ):
-        assert _queue_claim_declares_a_set(hook) is False
-    with (
-        postgres_connection(postgres_server, monkeypatch, "pg_sets", {"auto_claim_sets": "true"}),
-        AtomicStoreHook(conn_id="pg_sets") as hook,
-    ):
-        assert _queue_claim_declares_a_set(hook) is True
+    """Claims no longer build sets (0.1.0): saved connections keep working unchanged."""
+    for conn_id, value in (("pg_no_sets", False), ("pg_sets", "true")):
+        with (
+            postgres_connection(postgres_server, monkeypatch, conn_id, {"auto_claim_sets": value}),
+            AtomicStoreHook(conn_id=conn_id) as hook,
+        ):
+            assert _queue_claim_declares_a_set(hook) is True  # the schema's pending set
 
 
-def test_the_auto_claim_sets_extra_works_on_sqlite_and_is_validated(
+def test_the_auto_claim_sets_extra_is_accepted_on_sqlite_and_is_validated(
     monkeypatch: pytest.MonkeyPatch, tmp_path
 ) -> None:
     path = tmp_path / "store.db"
@@ -264,7 +261,7 @@ def test_the_auto_claim_sets_extra_works_on_sqlite_and_is_validated(
         {"conn_type": "sqlite", "host": str(path), "extra": {"auto_claim_sets": False}},
     )
     with AtomicStoreHook(conn_id="lite_no_sets") as hook:
-        assert _queue_claim_declares_a_set(hook) is False
+        assert _queue_claim_declares_a_set(hook) is True  # the schema's pending set
     define(
         monkeypatch,
         "lite_bad",

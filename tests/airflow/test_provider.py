@@ -157,7 +157,7 @@ def test_a_connection_saved_by_the_form_opens_its_store_with_those_options(
     with AtomicStoreHook("form_store") as hook:
         hook.put("jobs", "a", {"status": "pending"})
         assert hook.atomic_claim("jobs", limit=1)["count"] == 1
-        assert hook.claim_sets() == []  # auto_claim_sets: false
+        assert [s["origin"] for s in hook.claim_sets()] == ["declared"]  # the schema's own
     db = sqlite3.connect(path)
     try:
         names = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}

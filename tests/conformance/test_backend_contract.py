@@ -10,12 +10,12 @@ import pytest
 
 from airflow_atomic_store.exceptions import IdempotencyKeyError
 from airflow_atomic_store.spec import parse_mutations, parse_ordering, parse_where
-from airflow_atomic_store.spec.bulk import UpsertItem
-from airflow_atomic_store.store.backend import Backend
-from airflow_atomic_store.store.receipts import Receipt
-from airflow_atomic_store.store.requests import (
+from airflow_atomic_store.spec.options import UpsertItem
+from airflow_atomic_store.store.contract import (
+    Backend,
     Backlog,
     ClaimRequest,
+    Receipt,
     Selection,
     UpdatedMany,
     UpdateManyRequest,

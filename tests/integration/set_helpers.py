@@ -30,7 +30,7 @@ def analyze(store: AtomicStore, url: str) -> None:
 
 def manual(url: str) -> AtomicStore:
     """A store that declares no set by itself."""
-    return AtomicStore(url, auto_claim_sets=False)
+    return AtomicStore(url)
 
 
 def age_set(url: str, name: str, seconds: float = 2 * 86400) -> None:

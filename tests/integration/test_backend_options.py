@@ -18,12 +18,11 @@ REFUSED = {
 }
 #: Per backend: the options it honours, given together.
 HONOURED = {
-    "sqlite": {"busy_timeout": 5, "auto_claim_sets": False, "receipt_retention": 60},
+    "sqlite": {"busy_timeout": 5, "receipt_retention": 60},
     "postgres": {
         "lock_timeout": 5,
         "statement_timeout": 30,
         "notify": "all",
-        "auto_claim_sets": False,
         "receipt_retention": 60,
     },
 }
@@ -101,3 +100,23 @@ def test_a_sub_millisecond_postgres_timeout_rounds_up_to_one_millisecond(store_u
                 "SELECT current_setting('lock_timeout'), current_setting('statement_timeout')"
             ).fetchone()
     assert shown == ("1ms", "2s")
+
+
+@pytest.mark.parametrize("value", [False, True])
+def test_auto_claim_sets_is_still_accepted_with_a_deprecation_and_changes_nothing(
+    store_url: str, value: bool
+) -> None:
+    """Claims no longer build sets (0.1.0): the argument stays accepted, and checked."""
+    with pytest.warns(DeprecationWarning, match="auto_claim_sets"):
+        store = AtomicStore(store_url, auto_claim_sets=value)
+    with store:
+        store.put("t", "k", {"status": "pending"})
+        assert (
+            store.atomic_claim(
+                "t", where=[{"field": "status", "operator": "equals", "value": "pending"}]
+            )["count"]
+            == 1
+        )
+        assert [s["origin"] for s in store.claim_sets()] == ["declared"]  # the schema's own
+    with pytest.raises(SpecError, match="auto_claim_sets"):
+        AtomicStore(store_url, auto_claim_sets="yes")  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from airflow_atomic_store import AtomicStore, IdempotencyKeyError, MutationError, SpecError
-from airflow_atomic_store.spec.bulk import BULK_LIMIT
+from airflow_atomic_store.spec.options import BULK_LIMIT
 from tests.support.specs import INCREMENT, PENDING, SET_DONE
 from tests.support.store_dump import dump_store
 

@@ -87,7 +87,7 @@ def test_a_bad_claim_mode_is_a_spec_error_before_any_write(
 
 
 def test_a_declared_claimable_set_serves_delete_claims(store_url: str) -> None:
-    with AtomicStore(store_url, auto_claim_sets=False) as store:
+    with AtomicStore(store_url) as store:
         for number in range(1_500):  # a history of consumed rows beneath the queue
             store.put("q", f"old-{number:04d}", {"status": "done"})
         keys = _enqueue(store, "q", 5)

@@ -124,7 +124,7 @@ def test_the_exact_value_function_writes_each_double_as_python_s_decimal_does(st
 
     import psycopg
 
-    from airflow_atomic_store.store.postgres.jsonb import float_text
+    from airflow_atomic_store.store.postgres.statements import float_text
 
     store.put("t", "k", {})  # creates the schema and its functions
     pick = random.Random(35)

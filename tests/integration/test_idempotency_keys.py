@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from airflow_atomic_store import AtomicStore, IdempotencyKeyError, SpecError
-from airflow_atomic_store.store.receipts import MAX_RETENTION_SECONDS
+from airflow_atomic_store.store.atomic_store import MAX_RETENTION_SECONDS
 from devkit.processes import run_in_processes, worker_context
 from tests.support.physical import give_all_rows_the_same_timestamps
 from tests.support.specs import HAS_TOKENS, INCREMENT, PENDING

@@ -2,7 +2,7 @@
 
 PostgreSQL cannot hold a ``jsonb`` value of 256 MB or more: a keyed claim over that
 much failed there with an untyped error while SQLite recorded and replayed it. Both
-now refuse a result above ``store/receipts.py``'s ``MAX_RESULT_BYTES`` with
+now refuse a result above ``store/contract.py``'s ``MAX_RESULT_BYTES`` with
 ``ResultTooLargeError`` naming the limit, and apply nothing. The limit is lowered
 here so that a few hundred kilobytes show it (256 MB took minutes to write and claim).
 """
@@ -13,7 +13,7 @@ import pytest
 
 from airflow_atomic_store import AtomicStore
 from airflow_atomic_store.exceptions import ResultTooLargeError
-from airflow_atomic_store.store import receipts
+from airflow_atomic_store.store import contract as receipts
 
 LIMIT = 100_000
 PAD = "x" * 20_000  # ten rows: about 200 kB of result, four rows about 80 kB
@@ -65,7 +65,7 @@ def test_postgresql_s_own_jsonb_limit_is_the_same_typed_error(store_url: str) ->
     """A result built past 256 MB fails in ``jsonb_agg`` before the receipt can measure it."""
     import psycopg
 
-    from airflow_atomic_store.store.postgres.errors import JSONB_MAX_BYTES, translate
+    from airflow_atomic_store.store.postgres.connection import JSONB_MAX_BYTES, translate
 
     with (
         psycopg.connect(store_url, autocommit=True) as connection,

@@ -2,8 +2,9 @@
 
 The old store is built from a3d0ad4's own DDL and the data its ``AtomicStore`` wrote
 (``tests/fixtures/a3d0ad4``): rows, keyed calls' receipts, a declared claimable set,
-rows delete-claimed into an archive table. Version 1 is that layout, so today opening
-it only records the version; a synthetic version 2 (``tests/support/schema_versions``)
+rows delete-claimed into an archive table. Version 1 is that layout: opening it records
+the version and runs version 2 (the queue's pending set, issue 41); a synthetic version 2
+registered in place of the package's (``tests/support/schema_versions``)
 exercises the runner where a real step would run: once, in order, under the lock,
 recorded, refused to a role that may not alter the store, done by the CLI instead.
 """
@@ -81,7 +82,7 @@ def test_a_store_made_by_a3d0ad4_opens_and_keeps_every_row_receipt_and_declared_
             "version": LATEST,
             "applied": [],
         }
-    assert versions(store_url) == [(1, "recorded")]
+    assert versions(store_url) == [(1, "recorded"), (2, "pending_set")]
 
 
 def test_a_new_store_records_this_releases_version(store_url: str) -> None:
@@ -177,23 +178,34 @@ def test_a_store_newer_than_the_code_refuses_to_open_and_is_left_unchanged(
 
 
 def test_read_only_opens_read_a_store_at_this_version_and_refuse_an_older_one(
-    store_url: str,
+    store_url: str, second_store_url: str
 ) -> None:
-    """Inspection never migrates: an unrecorded store is version 1, read as it is."""
+    """Inspection never migrates: an unrecorded store is version 1, refused until the
+    owner migrates it (version 2 gave it the pending set), then read as it is."""
     old_store(store_url)
-    with AtomicStore(store_url, read_only=True) as store:
-        assert store.get("settings", "limits") == {
-            "max": 3,
-            "nested": {"deep": [1, 2.5, None, True]},
-        }
     backend = backend_of(store_url)
     with (
-        registered(backend, synthetic_migration(backend)),
         AtomicStore(store_url, read_only=True) as store,
         pytest.raises(SchemaVersionError, match=r"opened read-only.*atomic-store migrate"),
     ):
         store.get("settings", "limits")
     tables = {name for (name,) in query(store_url, _TABLE_NAMES[backend])}
+    assert f"{STORAGE}_migrations" not in tables  # nothing was recorded or created
+    with AtomicStore(store_url) as store:
+        assert store.migrate()["applied"] == ["1_recorded", "2_pending_set"]
+    with AtomicStore(store_url, read_only=True) as store:
+        assert store.get("settings", "limits") == {
+            "max": 3,
+            "nested": {"deep": [1, 2.5, None, True]},
+        }
+    old_store(second_store_url)
+    with (
+        registered(backend, synthetic_migration(backend)),
+        AtomicStore(second_store_url, read_only=True) as store,
+        pytest.raises(SchemaVersionError, match=r"opened read-only.*atomic-store migrate"),
+    ):
+        store.get("settings", "limits")
+    tables = {name for (name,) in query(second_store_url, _TABLE_NAMES[backend])}
     assert f"{STORAGE}_migrations" not in tables  # nothing was recorded or created
 
 
@@ -215,7 +227,7 @@ def test_the_migrate_command_records_an_old_store_then_finds_nothing_to_do(
         "storage_table": STORAGE,
         "version_before": 1,
         "version": LATEST,
-        "applied": ["1_recorded"],
+        "applied": ["1_recorded", "2_pending_set"],
     }
     again = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr

@@ -17,7 +17,7 @@ import pytest
 from airflow_atomic_store import AtomicStore
 from airflow_atomic_store.spec import apply, parse_mutations
 from airflow_atomic_store.spec.values import dumps
-from airflow_atomic_store.store.sqlite import backend as sqlite_backend
+from airflow_atomic_store.store.sqlite import driver as sqlite_backend
 
 #: Values SQLite must write back exactly when it re-serialises a row around a set.
 AWKWARD = {
@@ -58,7 +58,7 @@ def path(tmp_path: Path) -> str:
 
 @pytest.fixture
 def store(path: str) -> Iterator[AtomicStore]:
-    with AtomicStore(f"sqlite:///{path}", auto_claim_sets=False) as opened:
+    with AtomicStore(f"sqlite:///{path}") as opened:
         yield opened
 
 
@@ -188,7 +188,7 @@ KEYS = ["b", "a", "Z", "é", "😀", "a2", "c"]
 
 def _load_queue(path: str) -> None:
     """Rows whose order columns tie, so the key breaks ties, with non-ASCII keys."""
-    with AtomicStore(f"sqlite:///{path}", auto_claim_sets=False) as store:
+    with AtomicStore(f"sqlite:///{path}") as store:
         for key in KEYS:
             store.put("q", key, {"status": "pending", "key": key, **AWKWARD})
         store.put("q", "done", {"status": "done"})
@@ -202,7 +202,7 @@ def _load_queue(path: str) -> None:
 
 
 def _claims(path: str, order_by: str, direction: str) -> tuple[list[Any], list[str]]:
-    with AtomicStore(f"sqlite:///{path}", auto_claim_sets=False) as store:
+    with AtomicStore(f"sqlite:///{path}") as store:
         batches = [
             store.atomic_claim(
                 "q",

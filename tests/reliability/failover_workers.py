@@ -167,7 +167,7 @@ def build_index_through_failover(
     claim from ``jobs`` without the set, declare it again and claim through it."""
     history = History(history_dir, process)
     declare = {"table": "jobs", "where": JOBS_SET}
-    with AtomicStore(url, auto_claim_sets=False) as store:
+    with AtomicStore(url) as store:
         warm_up(store, "jobs")
         barrier.wait(timeout=60)
         # No retry: the failover ends this call (its deadline is now).

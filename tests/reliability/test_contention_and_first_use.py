@@ -24,12 +24,15 @@ import pytest
 from psycopg import sql
 
 from airflow_atomic_store import AtomicStore
-from airflow_atomic_store.store.backend import DEFAULT_STORAGE_TABLE
+from airflow_atomic_store.store.contract import DEFAULT_STORAGE_TABLE
+from airflow_atomic_store.store.migrations import latest
 from airflow_atomic_store.store.postgres.schema import (
     FUNCTION_NAMES,
     FUNCTIONS_DDL,
+    MIGRATIONS,
     SCHEMA_LOCK_ID,
-    table_ddl,
+    create_default_set,
+    schema_tables,
 )
 from devkit.processes import run_in_processes, worker_context
 from tests.reliability import workers
@@ -164,8 +167,17 @@ def test_a_process_that_waited_while_another_created_the_schema_leaves_the_new_t
                 holder.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_ID,))
                 newcomer.start()
                 wait_for_ungranted_lock(observer, "advisory")  # it found nothing and queued
-                observer.execute(table_ddl(DEFAULT_STORAGE_TABLE))
+                # The whole schema, as a concurrent creator makes it (at this version).
+                for ddl in schema_tables(DEFAULT_STORAGE_TABLE).values():
+                    observer.execute(ddl)
                 observer.execute(FUNCTIONS_DDL.encode())
+                create_default_set(observer, DEFAULT_STORAGE_TABLE)
+                observer.execute(
+                    sql.SQL("INSERT INTO {} (version, name) VALUES (%s, 'created')").format(
+                        sql.Identifier(f"{DEFAULT_STORAGE_TABLE}_migrations")
+                    ),
+                    (latest(MIGRATIONS),),
+                )
                 index_build.execute(
                     sql.SQL("LOCK TABLE {} IN SHARE UPDATE EXCLUSIVE MODE").format(
                         sql.Identifier(DEFAULT_STORAGE_TABLE)

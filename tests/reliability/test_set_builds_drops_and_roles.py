@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -34,9 +33,16 @@ pytestmark = [
 PENDING = workers.PENDING
 
 
+def _without_sets(store: AtomicStore) -> None:
+    """Drop the schema's pending set, so that declaring it builds it again."""
+    for listed in store.claim_sets():
+        store.drop_claim_set(listed["name"])
+
+
 def _queue_with_history(url: str) -> None:
-    """One pending row (``job-0``) over 20,000 done ones."""
-    with AtomicStore(url, auto_claim_sets=False) as store:
+    """One pending row (``job-0``) over 20,000 done ones, and no set yet."""
+    with AtomicStore(url) as store:
+        _without_sets(store)
         store.put("jobs", "job-0", {"status": "pending"})
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
@@ -64,7 +70,7 @@ def _race(barrier: Any, role: str, url: str, how: str) -> Any:
     return workers.drop_set_while_building(barrier, url)
 
 
-@pytest.mark.parametrize("how", ["declare", "claim"])
+@pytest.mark.parametrize("how", ["declare"])
 def test_a_set_dropped_while_it_is_built_waits_for_the_build_then_goes(
     store_url: str, how: str
 ) -> None:
@@ -80,7 +86,7 @@ def test_a_set_dropped_while_it_is_built_waits_for_the_build_then_goes(
     assert built["outcome"] == expected
     assert dropped == {"state": "building", "dropped": True}
     assert _set_indexes(store_url) == []
-    with AtomicStore(store_url, auto_claim_sets=False) as store:
+    with AtomicStore(store_url) as store:
         assert store.claim_sets("jobs") == []
         left = [row["key"] for row in store.query("jobs", where=PENDING)]
     assert left == ([] if how == "claim" else ["job-0"])  # claimed once, or not at all
@@ -89,7 +95,7 @@ def test_a_set_dropped_while_it_is_built_waits_for_the_build_then_goes(
 def _declare_behind_a_writer(barrier: Any, role: str, url: str) -> Any:
     if role == "writer":
         return workers.hold_a_write_open(barrier, url, "job-0", 2.0)
-    options = {"statement_timeout": 0.5, "lock_timeout": 0.5, "auto_claim_sets": False}
+    options = {"statement_timeout": 0.5, "lock_timeout": 0.5}
     return workers.build_set_by(barrier, url, "declare", options)
 
 
@@ -160,7 +166,7 @@ def _session_timeouts(store: AtomicStore) -> list[str]:
     return list(row)
 
 
-@pytest.mark.parametrize("how", ["declare", "claim"])
+@pytest.mark.parametrize("how", ["declare"])
 def test_a_build_gives_the_session_back_the_timeouts_its_role_set(
     store_url: str, postgres_server: PostgresServer, how: str
 ) -> None:
@@ -172,6 +178,7 @@ def test_a_build_gives_the_session_back_the_timeouts_its_role_set(
         f"ALTER ROLE \"{role}\" SET lock_timeout = '2s'"
     )
     with AtomicStore(store_url) as store:
+        _without_sets(store)
         store.put("jobs", "job-0", {"status": "pending"})
         assert _session_timeouts(store) == ["3s", "2s"]
         if how == "declare":
@@ -181,60 +188,6 @@ def test_a_build_gives_the_session_back_the_timeouts_its_role_set(
         (listed,) = store.claim_sets("jobs")
         assert listed["state"] == "ready"
         assert _session_timeouts(store) == ["3s", "2s"]
-
-
-def _claim_in_a_thread(url: str, options: dict[str, Any], wait: float) -> dict[str, Any]:
-    """A claim of one pending row by a store of its own; {} if it still waits after ``wait`` s."""
-    result: dict[str, Any] = {}
-
-    def claim() -> None:
-        started = time.monotonic()
-        try:
-            with AtomicStore(url, **options) as store:
-                claimed = store.atomic_claim("jobs", where=PENDING, limit=1)["claimed"]
-                result["keys"] = [row["key"] for row in claimed]
-        except Exception as exc:
-            result["error"] = repr(exc)
-        result["seconds"] = time.monotonic() - started
-
-    thread = threading.Thread(target=claim, daemon=True)
-    thread.start()
-    thread.join(wait)
-    return dict(result) if not thread.is_alive() else {}
-
-
-@pytest.mark.parametrize("lock_timeout", [None, 1.0], ids=["no-store-timeout", "lock_timeout"])
-def test_a_claim_that_finds_an_earlier_builds_invalid_index_stands_aside_behind_a_writer(
-    store_url: str, lock_timeout: float | None
-) -> None:
-    """An automatic build that stood aside behind an open writer transaction can leave an
-    invalid index. The next claim's drop of it waited for that transaction without limit,
-    holding the build lock; with a store ``lock_timeout`` it failed the claim, and the set
-    for good. It is now bounded as the build is: "busy", and tried again later."""
-    with AtomicStore(store_url, auto_claim_sets=False) as store:
-        for number in range(3):
-            store.put("jobs", f"job-{number}", {"status": "pending"})
-        store.put("other", "x", {"n": 0})
-    options = {} if lock_timeout is None else {"lock_timeout": lock_timeout}
-    with psycopg.connect(store_url) as writer:
-        writer.execute(  # the transaction now holds the table
-            f"UPDATE {PHYSICAL_TABLE} SET value = value WHERE key = 'x'".encode()
-        )
-        first = _claim_in_a_thread(store_url, options, wait=60)
-        assert first.get("keys") == ["job-0"], first
-        ((name, valid),) = _set_indexes(store_url)
-        assert not valid  # the build gave up, and could not drop what it left either
-        second = _claim_in_a_thread(store_url, options, wait=15)
-        writer.rollback()
-    assert second.get("keys") == ["job-1"], second or "still waiting after 15 s"
-    assert second["seconds"] < 10
-    with AtomicStore(store_url) as store:
-        (listed,) = store.claim_sets("jobs")
-        assert (listed["state"], listed["problem"]) == ("building", None)  # not failed
-        assert store.atomic_claim("jobs", where=PENDING)["count"] == 1  # the writer is gone
-        (listed,) = store.claim_sets("jobs")
-        assert (listed["state"], listed["problem"]) == ("ready", None)
-    assert _set_indexes(store_url) == [(name, True)]
 
 
 # -- roles that do not own the table -------------------------------------------------------
@@ -271,45 +224,47 @@ def other_role(postgres_server: PostgresServer, store_url: str) -> Iterator[Any]
         )
 
 
-def _owner_errors(server: PostgresServer) -> int:
-    """The server log's "must be owner" errors: what a refused ``CREATE INDEX`` leaves
-    (this file's tests run one after another on their xdist worker's own server)."""
-    return server.log_path.read_text(errors="replace").count("must be owner of")
+#: A filter no schema creates a set for: declaring it builds an index.
+QUEUED = [{"field": "status", "operator": "equals", "value": "queued"}]
 
 
 def _as_writer(barrier: Any, url: str) -> dict[str, Any]:
     with AtomicStore(url) as store:
         first = [row["key"] for row in store.atomic_claim("jobs", where=PENDING)["claimed"]]
-        second = [row["key"] for row in store.atomic_claim("jobs", where=PENDING)["claimed"]]
-        return {"first": first, "second": second, "sets": store.claim_sets("jobs")}
+        plan = store.explain_claim("jobs", where=PENDING)
+        try:
+            declared: Any = store.ensure_claim_index(table="jobs", where=QUEUED)
+        except Exception as exc:
+            declared = repr(exc)
+        return {"first": first, "plan": plan, "declared": declared, "sets": store.claim_sets()}
 
 
-def test_a_role_that_may_write_but_not_own_claims_unindexed_and_says_why(
-    store_url: str, other_role: Any, postgres_server: PostgresServer
+def test_a_role_that_may_write_but_not_own_claims_through_the_schemas_set_and_may_not_declare(
+    store_url: str, other_role: Any
 ) -> None:
-    """Its first claim on a new filter used to fail: the automatic build is not allowed.
-    The store asks before it builds, so the refusal leaves no error in the server log."""
-    with AtomicStore(store_url, auto_claim_sets=False) as store:
+    """Workers under a role that cannot create indexes (docs/deploying.md's advice) claim
+    through the set the schema made; declaring one is the owner's, and says so."""
+    with AtomicStore(store_url) as store:
         for number in range(3):
             store.put("jobs", f"job-{number}", {"status": "pending"})
+        (default,) = store.claim_sets()
     url = other_role("SELECT, INSERT, UPDATE, DELETE")
-    errors_before = _owner_errors(postgres_server)
     (seen,) = run_in_processes(_as_writer, [(url,)], timeout=60)
-    assert _owner_errors(postgres_server) == errors_before
     assert seen["first"] == ["job-0", "job-1", "job-2"]
-    assert seen["second"] == []
-    (listed,) = seen["sets"]
-    assert listed["state"] == "failed"
-    assert "may not build indexes" in listed["problem"]
-    assert _set_indexes(store_url) == []  # nothing half-built left behind
+    assert default["name"] in seen["plan"]
+    assert "AccessDeniedError" in seen["declared"] and "owner" in seen["declared"]
+    states = {s["name"]: (s["state"], s["problem"] or "") for s in seen["sets"]}
+    assert states.pop(default["name"]) == ("ready", "")
+    ((state, problem),) = states.values()  # listed as failed, with why
+    assert state == "failed" and "must be owner" in problem
+    assert [name for name, _ in _set_indexes(store_url)] == [default["name"]]  # none half-built
 
 
-def test_a_member_of_the_owning_role_builds_the_set(
+def test_a_member_of_the_owning_role_declares_a_set(
     store_url: str, other_role: Any, postgres_server: PostgresServer
 ) -> None:
-    """PostgreSQL lets members of the table's owner role build indexes: asking first
-    must not turn them away."""
-    with AtomicStore(store_url, auto_claim_sets=False) as store:
+    """PostgreSQL lets members of the table's owner role build indexes."""
+    with AtomicStore(store_url) as store:
         for number in range(3):
             store.put("jobs", f"job-{number}", {"status": "pending"})
     url = other_role("SELECT, INSERT, UPDATE, DELETE")
@@ -318,52 +273,6 @@ def test_a_member_of_the_owning_role_builds_the_set(
     postgres_server.execute(f'GRANT "{owner}" TO "{member}"', dbname=postgres_server.dbname)
     (seen,) = run_in_processes(_as_writer, [(url,)], timeout=60)
     assert seen["first"] == ["job-0", "job-1", "job-2"]
-    (listed,) = seen["sets"]
-    assert (listed["state"], listed["problem"]) == ("ready", None)
-    assert [valid for _, valid in _set_indexes(store_url)] == [True]
-
-
-def _as_reader(barrier: Any, url: str) -> dict[str, Any]:
-    with AtomicStore(url) as store:
-        by_record = store.query("jobs", where=PENDING, order_by="recordTimestamp")
-        return {"keys": [row["key"] for row in by_record]}
-
-
-def test_a_read_only_role_orders_by_record_timestamp_without_the_index(
-    store_url: str, other_role: Any, postgres_server: PostgresServer
-) -> None:
-    """The ``record_timestamp`` index is built when something first orders by it; a
-    role that may not build it used to get an error instead of its rows, and then a
-    refused ``CREATE INDEX`` in the server log from every process."""
-    with AtomicStore(store_url) as store:
-        for number in range(3):
-            store.put("jobs", f"job-{number}", {"status": "pending"})
-    errors_before = _owner_errors(postgres_server)
-    (seen,) = run_in_processes(_as_reader, [(other_role("SELECT"),)], timeout=60)
-    assert seen == {"keys": ["job-0", "job-1", "job-2"]}
-    assert _owner_errors(postgres_server) == errors_before
-
-
-def test_a_record_index_not_allowed_to_a_writer_is_remembered_for_every_process(
-    store_url: str, other_role: Any
-) -> None:
-    """A writer that does not own the table may not build the ``record_timestamp``
-    index: the refusal is recorded in the sets' catalog, so the next process (the next
-    Airflow task) does not ask again, and ``claim_sets()`` still lists sets only."""
-    from airflow_atomic_store.store.postgres import schema
-
-    with AtomicStore(store_url) as store:
-        for number in range(3):
-            store.put("jobs", f"job-{number}", {"status": "pending"})
-    url = other_role("SELECT, INSERT, UPDATE, DELETE")
-    (seen,) = run_in_processes(_as_reader, [(url,)], timeout=60)
-    assert seen == {"keys": ["job-0", "job-1", "job-2"]}
-    name = f"{PHYSICAL_TABLE}_record_idx"
-    with AtomicStore(store_url) as store:
-        with store._backend._cursor() as cursor:  # type: ignore[attr-defined]
-            (problem,) = cursor.execute(
-                f"SELECT problem FROM {schema.sets_table(PHYSICAL_TABLE)} WHERE name = %s",
-                (name,),
-            ).fetchone()
-        assert "may not build indexes" in problem
-        assert store.claim_sets() == []
+    (declared,) = [s for s in seen["sets"] if s["name"] == seen["declared"]]
+    assert (declared["state"], declared["problem"]) == ("ready", None)
+    assert [valid for _, valid in _set_indexes(store_url)] == [True, True]

@@ -6,14 +6,10 @@ import pytest
 
 from airflow_atomic_store import SpecError
 from airflow_atomic_store.spec import parse_where
-from airflow_atomic_store.spec.claim_sets import (
-    automatic_claim_set,
-    covered_conditions,
-    parse_claim_set,
-)
-from airflow_atomic_store.store.compiler import WhereCompiler
-from airflow_atomic_store.store.postgres.where import PostgresWhere, literal
-from airflow_atomic_store.store.sqlite.where import SqliteWhere
+from airflow_atomic_store.spec.claim_sets import covered_conditions, parse_claim_set
+from airflow_atomic_store.store.postgres.statements import PostgresWhere, literal
+from airflow_atomic_store.store.sql import WhereCompiler
+from airflow_atomic_store.store.sqlite.statements import SqliteWhere
 
 PENDING = {"field": "status", "operator": "equals", "value": "pending"}
 OLD = {"field": "claimedAt", "operator": "lt", "value": "2025-01-01T00:00:00.000000Z"}
@@ -50,14 +46,6 @@ def test_a_set_is_named_by_what_it_holds_not_by_how_it_was_written():
     assert a.index_name("s") != parse_claim_set([PENDING], "all", "createdAt").index_name("s")
 
 
-def test_the_store_declares_sets_only_for_queue_filters_on_fields_the_claim_writes():
-    claim = parse_where([PENDING, OLD])
-    automatic = automatic_claim_set(claim, "all", "created_at", {"status", "claimedAt"})
-    assert automatic is not None and [c.path.text for c in automatic.conditions] == ["status"]
-    assert automatic_claim_set(claim, "all", "created_at", {"claimedAt"}) is None
-    assert automatic_claim_set(claim, "any", "created_at", {"status", "claimedAt"}) is None
-
-
 @pytest.mark.parametrize(
     "condition",
     [
@@ -82,8 +70,8 @@ def test_postgres_writes_a_value_as_a_placeholder_or_a_literal_in_the_same_place
     where = parse_where([{"field": "%s", "operator": "ends_with", "value": "x%"}])
     statement, params = compiler.compile(where, "all")
     text = "jsonb_typeof((r.value -> '%%s')) = 'string' THEN right((r.value ->> '%%s'), "
-    assert statement == f"((CASE WHEN {text}char_length(%s::text)) = %s::text END))"
-    assert params == ["x%", "x%"]
+    assert statement == f"((CASE WHEN {text}char_length(%(w0)s::text)) = %(w1)s::text END))"
+    assert params == {"w0": "x%", "w1": "x%"}
     literal_where = compiler.literal_predicate(where, "all", "r.value")
     assert literal_where == f"((CASE WHEN {text}char_length('x%%'::text)) = 'x%%'::text END))"
 
@@ -96,13 +84,13 @@ def test_remembered_postgres_literals_keep_each_values_type():
 
 
 def test_sqlite_writes_a_value_as_a_placeholder_or_a_literal_in_the_same_place():
-    """A ``?`` in a quoted path is text, not a place for a value."""
+    """A ``?`` or ``:name`` in a quoted path is text, not a place for a value."""
     compiler = WhereCompiler(SqliteWhere())
     where = parse_where([{"field": "what?", "operator": "starts_with", "value": "it's ?"}])
     statement, params = compiler.compile(where, "all")
     text = "((json_type(r.value, '$.what?') = 'text' AND substr(json_extract(r.value, '$.what?'), "
-    assert statement == f"{text}1, length(?)) = ?))"
-    assert params == ["it's ?", "it's ?"]
+    assert statement == f"{text}1, length(:w0)) = :w1))"
+    assert params == {"w0": "it's ?", "w1": "it's ?"}
     literal_where = compiler.literal_predicate(where, "all", "r.value")
     assert literal_where == f"{text}1, length('it''s ?')) = 'it''s ?'))"
 
@@ -114,6 +102,6 @@ def test_a_claim_writes_exactly_the_predicate_its_set_index_holds(dialect):
     states = parse_where([{"field": "status", "operator": "in", "value": ["a", 1, None, True]}])
     predicate = compiler.literal_predicate(states, "all", "value")
     claim_sql, params = compiler.compile(states, "all", inline={0})
-    assert params == []
+    assert params == {}
     assert claim_sql.replace("r.value", "value") == predicate
-    assert "?" not in predicate and "%s" not in predicate
+    assert ":w" not in predicate and "%(" not in predicate

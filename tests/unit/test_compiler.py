@@ -3,11 +3,11 @@ from __future__ import annotations
 import pytest
 
 from airflow_atomic_store.spec import OPERATORS, parse_where
-from airflow_atomic_store.store.compiler import WhereCompiler
-from airflow_atomic_store.store.postgres.where import PostgresWhere
-from airflow_atomic_store.store.sqlite.where import SqliteWhere
+from airflow_atomic_store.store.postgres.statements import PostgresWhere
+from airflow_atomic_store.store.sql import WhereCompiler
+from airflow_atomic_store.store.sqlite.statements import SqliteWhere
 
-DIALECTS = {"postgres": (PostgresWhere, "%s"), "sqlite": (SqliteWhere, "?")}
+DIALECTS = {"postgres": (PostgresWhere, "%(w"), "sqlite": (SqliteWhere, ":w")}
 SAMPLE_VALUES = [1, 2.5, "text", True, None, [1, "a"], {"k": 1}]
 
 
@@ -48,13 +48,13 @@ def test_postgres_paths_are_driver_quoted_literals_with_percent_escaped():
     where = parse_where([{"field": "it's.%s", "operator": "exists"}])
     sql, params = WhereCompiler(PostgresWhere()).compile(where, "all")
     assert sql == "(((r.value -> 'it''s' -> '%%s') IS NOT NULL))"
-    assert params == []
+    assert params == {}
 
 
 def test_postgres_equality_is_the_bare_expression_an_index_can_serve():
     where = parse_where([{"field": "status", "operator": "equals", "value": "pending"}])
     sql, _ = WhereCompiler(PostgresWhere()).compile(where, "all")
-    assert sql == "(((r.value -> 'status') = %s::jsonb))"
+    assert sql == "(((r.value -> 'status') = %(w0)s::jsonb))"
 
 
 def test_sqlite_paths_are_quoted_by_sqlite_itself():

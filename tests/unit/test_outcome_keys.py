@@ -11,8 +11,8 @@ from airflow_atomic_store.operators.batch import outcome_key
 from airflow_atomic_store.operators.waiting import Wait
 from airflow_atomic_store.spec import parse_key
 from airflow_atomic_store.spec.options import MAX_KEY_BYTES
-from airflow_atomic_store.store.receipts import MAX_KEY_BYTES as RECEIPT_KEY_BYTES
-from airflow_atomic_store.store.receipts import parse_idempotency_key
+from airflow_atomic_store.store.atomic_store import MAX_KEY_BYTES as RECEIPT_KEY_BYTES
+from airflow_atomic_store.store.atomic_store import parse_idempotency_key
 
 PREFIX = "dag/manual__2026-01-01T00:00:00+00:00/process/-1"
 

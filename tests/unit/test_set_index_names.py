@@ -4,7 +4,7 @@ and how a set's name is proposed when 40 bits of hash are not enough."""
 from __future__ import annotations
 
 from airflow_atomic_store.spec.claim_sets import parse_claim_set
-from airflow_atomic_store.store.backend import is_set_index
+from airflow_atomic_store.store.contract import is_set_index
 
 PENDING = [{"field": "status", "operator": "equals", "value": "pending"}]
 #: Two sets whose first proposed names are the same: 40 bits of SHA-256 collide

@@ -10,8 +10,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_atomic_store.store.notifier import BACKOFF_CAP, BACKOFF_FIRST, Backoff
-from airflow_atomic_store.triggers.probes import NOTHING, SharedProbe
+from airflow_atomic_store.store.notify import BACKOFF_CAP, BACKOFF_FIRST, Backoff
+from airflow_atomic_store.triggers.hub import NOTHING, SharedProbe
 
 
 def test_backoff_doubles_with_jitter_up_to_its_cap_and_starts_over_when_reset() -> None:

@@ -6,8 +6,8 @@ import pytest
 
 from airflow_atomic_store.spec import parse_mutations
 from airflow_atomic_store.spec.options import parse_ordering
-from airflow_atomic_store.store.backend import in_claim_order
-from airflow_atomic_store.store.sqlite.mutations import (
+from airflow_atomic_store.store.sql import in_claim_order
+from airflow_atomic_store.store.sqlite.statements import (
     json_set_params,
     json_set_sql,
     plain_fields,
@@ -25,13 +25,13 @@ def test_the_default_claim_mutations_compile_to_one_json_set():
     fields = plain_fields(mutations)
     assert fields == ("status", "claimedAt", "_by2")
     assert json_set_sql(fields) == (
-        "json_set(value, '$.status', json(?), '$.claimedAt', json(?), '$._by2', json(?))"
+        "json_set(value, '$.status', json(:m0), '$.claimedAt', json(:m1), '$._by2', json(:m2))"
     )
-    assert json_set_params(mutations) == [
-        '"in_flight"',
-        '"2026-01-01T00:00:00.000000Z"',
-        '{"a":[1,null]}',
-    ]
+    assert json_set_params(mutations) == {
+        "m0": '"in_flight"',
+        "m1": '"2026-01-01T00:00:00.000000Z"',
+        "m2": '{"a":[1,null]}',
+    }
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_atomic_store import AtomicStore, SpecError
-from airflow_atomic_store.store.urls import parse_postgres_url, redact_url, scrub
+from airflow_atomic_store.store.atomic_store import redact_url
+from airflow_atomic_store.store.postgres.connection import parse_postgres_url, scrub
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,8 @@
--- The catalog of claimable sets (store/claim_sets.py): one row per partial index, store-wide
+-- The catalog of claimable sets (schema.py): one row per partial index, store-wide
 -- (a set serves every logical table whose claims use its filter).
--- spec: the set (where, match, order_by), or the record_index marker for the row that
--- remembers a give-up on the record_timestamp index. used_at: when a claim last used
--- the set (noted at most hourly), which decides when an automatic set is idle.
+-- spec: the set (where, match, order_by); a store made before 0.1.0 may also hold a
+-- record_index marker row (ignored). used_at: written by releases before 0.1.0 (their
+-- automatic sets' idle clock); kept, unused.
 -- Names are byte-ordered (COLLATE "C"), as in the rows table (rows_table.sql).
 -- The hole in braces: the catalog's identifier, quoted by psycopg (schema.schema_tables).
 CREATE TABLE IF NOT EXISTS {sets} (

@@ -1,33 +1,54 @@
-"""The PostgreSQL backend's one connection: opened lazily, set up, errors translated.
+"""The PostgreSQL driver's one connection: opened lazily, set up, errors translated.
 
 Opened read-only (for inspection), every call is one ``READ ONLY`` transaction with
-its timeouts ``SET LOCAL``, and the schema is only probed: no DDL. Nothing is set on the session: behind PgBouncer's transaction pooling a
-session setting stays on a server connection that other clients get next (a read-only
-session made their writes fail).
+its timeouts ``SET LOCAL``, and the schema is only probed: no DDL. Nothing is set on
+the session: behind PgBouncer's transaction pooling a session setting stays on a
+server connection that other clients get next (a read-only session made their
+writes fail).
+
+A session's timeouts need not be the store's: with none given, they are whatever
+``ALTER DATABASE/ROLE … SET`` or the connection's ``options=-c …`` made them, and
+nothing the store does may lose them (:func:`bounded`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
+import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Final
+from urllib.parse import quote, unquote
 
 import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
-from airflow_atomic_store.exceptions import AtomicStoreError, ConnectionConfigError
+from airflow_atomic_store.exceptions import (
+    AccessDeniedError,
+    AtomicStoreError,
+    ConnectionConfigError,
+    MutationError,
+    ResultTooLargeError,
+    SpecError,
+    StoreUnavailableError,
+)
+from airflow_atomic_store.spec.claim_sets import DEFAULT_SET
 from airflow_atomic_store.store import migrations
 from airflow_atomic_store.store.migrations import Migrated
-from airflow_atomic_store.store.postgres import schema, session
-from airflow_atomic_store.store.postgres.errors import schema_gone, translate
-from airflow_atomic_store.store.urls import scrub
+from airflow_atomic_store.store.postgres import schema
+from airflow_atomic_store.store.postgres.statements import (
+    MUTATION_ERROR_SQLSTATE,
+    RESULT_TOO_LARGE_SQLSTATE,
+)
 
 Connect = Callable[[], psycopg.Connection[Any]]
+#: The schema version that lists the queue's pending set (``migrations/0002_pending_set.sql``).
+PENDING_SET_VERSION = 2
 #: Longest a cancel of an interrupted statement may take before its connection is closed anyway.
 CANCEL_WAIT = 5.0
 
@@ -63,7 +84,7 @@ class PostgresConnection:
         self._on_schema_created = on_schema_created
         self._secrets = secrets
         self._table_name = table_name
-        self._timeouts = session.parse_timeouts(timeouts)
+        self._timeouts = parse_timeouts(timeouts)
         self._connection: psycopg.Connection[Any] | None = None
         # One cursor for the connection's life, cheaper than one per call; calls are
         # serialised by the lock.
@@ -149,7 +170,8 @@ class PostgresConnection:
                     connection.rollback()
 
     def _ensure_schema(self, connection: psycopg.Connection[Any]) -> Migrated:
-        """Bring the store to this release's version and create what is missing.
+        """Bring the store to this release's version and create what is missing; a new rows
+        table gets the queue's pending set with it (``spec/claim_sets.py``'s ``DEFAULT_SET``).
 
         Checked first without the schema lock (a store at this version that lacks
         nothing opens at once: two statements, no lock), then afresh under it. A
@@ -166,7 +188,9 @@ class PostgresConnection:
             return Migrated(self._table_name, latest, latest)
         migrations.refuse_newer(version, schema.MIGRATIONS, self._table_name)
         with connection.transaction():
-            connection.execute("SELECT pg_advisory_xact_lock(%s)", (schema.SCHEMA_LOCK_ID,))
+            connection.execute(
+                "SELECT pg_advisory_xact_lock(%(lock)s)", {"lock": schema.SCHEMA_LOCK_ID}
+            )
             missing_tables, functions_missing = self._schema_missing(connection, list(tables))
             version = self._recorded_version(connection, missing_tables)
             found = self._found_version(connection, missing_tables, version)
@@ -183,6 +207,8 @@ class PostgresConnection:
                     connection.execute(tables[name])
             if functions_missing:
                 connection.execute(schema.FUNCTIONS_DDL.encode())
+            if self._table_name in missing_tables:
+                schema.create_default_set(connection, self._table_name)
             recorded = version is not None
             if version != latest:
                 record = self._version_query("record")
@@ -192,6 +218,10 @@ class PostgresConnection:
                 self._share_versions_with_readers(connection)
         if missing_tables:
             self._on_schema_created()
+        if found is not None and found < PENDING_SET_VERSION <= latest:
+            # Migration 2 listed the queue's pending set: build its index now, outside the
+            # schema lock, as a declared set is built (the migration's file says why).
+            schema.build_set(connection.cursor(), self._table_name, DEFAULT_SET)
         return Migrated(
             self._table_name,
             found,
@@ -384,7 +414,7 @@ class PostgresConnection:
         the server, where a write waiting for a lock would still apply.
         """
         connection = self._connection
-        if connection is None or connection.closed or session.is_idle(connection):
+        if connection is None or connection.closed or is_idle(connection):
             return
         self._connection = None
         if not connection.broken:
@@ -405,3 +435,215 @@ def _cancel(connection: psycopg.Connection[Any]) -> None:
         connection.cancel_safe(timeout=CANCEL_WAIT)
     else:
         connection.cancel()
+
+
+# -- session timeouts ------------------------------------------------------------
+
+#: The store's PostgreSQL timeout options (seconds, each optional).
+TIMEOUT_OPTIONS: Final = ("lock_timeout", "statement_timeout")
+#: The longest timeout PostgreSQL takes (it counts in 32-bit milliseconds: about 24.8 days).
+MAX_TIMEOUT_SECONDS: Final = 2_147_483
+
+_CURRENT = "SELECT current_setting('statement_timeout'), current_setting('lock_timeout')"
+_SET = sql.SQL(
+    "SELECT set_config('statement_timeout', {}, false), set_config('lock_timeout', {}, false)"
+)
+
+
+def parse_timeout(name: str, seconds: object) -> int | None:
+    """A timeout option as whole milliseconds (None: not given), or a ``SpecError``.
+
+    Checked when the store is made: a bad value used to surface at the first call,
+    as a bare ``ValueError`` or a server error. A positive value under a millisecond
+    rounds up to 1 ms, since to PostgreSQL 0 ms means no timeout at all.
+    """
+    if seconds is None:
+        return None
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT_SECONDS)
+    ):
+        raise SpecError(
+            name,
+            f"must be a positive number of seconds, at most {MAX_TIMEOUT_SECONDS} "
+            f"(PostgreSQL's longest timeout, about 24 days), got {seconds!r}",
+        )
+    return max(1, round(seconds * 1000))
+
+
+def parse_timeouts(options: Mapping[str, object]) -> dict[str, int | None]:
+    """Each of ``TIMEOUT_OPTIONS`` in ``options`` as milliseconds (see ``parse_timeout``)."""
+    return {name: parse_timeout(name, options.get(name)) for name in TIMEOUT_OPTIONS}
+
+
+def is_idle(connection: psycopg.Connection[Any]) -> bool:
+    """Whether the connection can take a statement: not closed, broken or mid-query.
+
+    A statement interrupted by a Python exception (a signal handler's) leaves it
+    ``ACTIVE``; a lost server leaves it ``UNKNOWN``.
+    """
+    return not connection.broken and connection.info.transaction_status == TransactionStatus.IDLE
+
+
+@contextlib.contextmanager
+def bounded(cursor: psycopg.Cursor[Any], statement: str, lock: str) -> Iterator[None]:
+    """The block under these ``statement_timeout`` and ``lock_timeout`` values, then the
+    session's own again, read before (not the store's options: see the module).
+
+    A session left mid-statement is not touched: its connection is discarded
+    (``PostgresConnection.cursor``), and a statement sent now would replace the
+    exception on its way out.
+    """
+    had = cursor.execute(_CURRENT).fetchone()
+    assert had is not None
+    set_timeouts(cursor, statement, lock)
+    try:
+        yield
+    finally:
+        if is_idle(cursor.connection):
+            set_timeouts(cursor, *had)
+
+
+def set_timeouts(cursor: psycopg.Cursor[Any], statement: str, lock: str) -> None:
+    """Set the session's timeouts to these values (``set_config``'s text: ``"2s"``, ``"0"``)."""
+    cursor.execute(_SET.format(sql.Literal(statement), sql.Literal(lock)))
+
+
+# -- errors -------------------------------------------------------------------------
+
+#: SQLSTATE classes that mean "try again later": connection trouble,
+#: lock/statement timeouts, serialisation failures, server shutdown.
+_TRANSIENT_PREFIXES = ("08", "40", "53", "55P03", "57")
+#: SQLSTATEs of a refusal for good: invalid authorization (28000, 28P01), a missing
+#: privilege (42501), an unknown database (3D000).
+_ACCESS_DENIED_PREFIXES = ("28", "42501", "3D000")
+#: The same refusals when connecting, where libpq gives the server's text but no SQLSTATE.
+#: PostgreSQL's own limit on one jsonb value, met before ``atomic_store_receipt_v1``
+#: can measure a result built larger (SQLSTATE 54000, program_limit_exceeded).
+_JSONB_TOO_LARGE = re.compile(r"total size of jsonb (?:array|object) elements exceeds the maximum")
+JSONB_MAX_BYTES = 268_435_455
+_ACCESS_DENIED_TEXT = re.compile(
+    r"authentication failed"  # password (28P01), ident, peer, GSSAPI, LDAP, cert…
+    r"|no password supplied"
+    r"|pg_hba\.conf rejects connection|no pg_hba\.conf entry"  # 28000
+    r"|is not permitted to log in"  # 28000
+    r"|permission denied for database"  # 42501: no CONNECT privilege
+    r'|(?:role|database) ".*" does not exist'  # 28000, 3D000
+)
+
+
+def schema_gone(exc: psycopg.Error) -> bool:
+    """Whether a statement met the store's own schema missing: its tables or functions were
+    dropped under an open store (42P01 undefined_table; 42883 for one of its functions).
+
+    The schema is ensured when a connection opens, so the cure is a new connection,
+    which creates it again: retryable, not the final error it used to be.
+    """
+    state = getattr(exc, "sqlstate", None)
+    if state == "42P01":  # every relation a statement names is the store's
+        return True
+    message = exc.diag.message_primary or ""
+    # 42883 is also "operator does not exist": only the store's functions count
+    return state == "42883" and any(name in message for name in schema.FUNCTION_NAMES)
+
+
+def translate(exc: psycopg.Error, secrets: tuple[str, ...]) -> AtomicStoreError:
+    """The store's error for a driver error; ``secrets`` never appear in its text."""
+    state = getattr(exc, "sqlstate", None) or ""
+    text = scrub(str(exc), secrets)
+    if schema_gone(exc):
+        return StoreUnavailableError(
+            f"PostgreSQL store unavailable: its schema is gone ({text}); "
+            "the next call creates it again"
+        )
+    if state == MUTATION_ERROR_SQLSTATE:
+        diag = exc.diag
+        return MutationError(diag.message_detail or "mutations", diag.message_primary or "")
+    if state == RESULT_TOO_LARGE_SQLSTATE:
+        diag = exc.diag
+        return ResultTooLargeError(int(diag.message_hint or 0), int(diag.message_detail or 0))
+    if state == "54000" and _JSONB_TOO_LARGE.search(text):
+        return ResultTooLargeError(JSONB_MAX_BYTES)
+    if state.startswith(_ACCESS_DENIED_PREFIXES) or (
+        not state and _ACCESS_DENIED_TEXT.search(text)
+    ):
+        return AccessDeniedError(
+            f"PostgreSQL store access denied: {text}".strip()
+            + " (check the connection's user, password and database, the server's "
+            "pg_hba.conf and the role's grants; retrying cannot fix it)"
+        )
+    if state:  # the server said why: only some classes are worth a retry
+        transient = state.startswith(_TRANSIENT_PREFIXES)
+    else:  # no SQLSTATE: connecting failed, or the connection broke
+        transient = isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
+    if transient:
+        return StoreUnavailableError(f"PostgreSQL store unavailable: {text}".strip())
+    return AtomicStoreError(f"PostgreSQL store error: {text}".strip())
+
+
+# -- the store's URL: its credentials read, its password kept out of messages ----------
+#
+# Store URLs: reading the credentials in one, and keeping its password out of messages.
+#
+# An error message never shows a password, whole or in part. libpq echoes parts of a
+# URL it cannot parse: with an unencoded ``@`` in the password
+# (``postgresql://u:p@ss@host/db``) it splits at the first ``@`` and reports the host
+# ``'ss@host'``; a space or a bad ``%`` escape in the password comes back quoted. So
+# the store reads the credentials itself, the way Python's ``urllib`` and Airflow's
+# connection URIs do (they end at the last ``@`` of the authority), and hands libpq
+# a URL whose user and password are percent-encoded. The password it read is then
+# scrubbed from any message the driver writes.
+
+#: Where a URL's query starts: a ``?`` followed by a parameter name and ``=``.
+_QUERY = re.compile(r"\?[A-Za-z_][A-Za-z0-9_]*=")
+_HIDDEN = "***"
+
+
+class PostgresUrl:
+    """A PostgreSQL URL made safe for libpq, and the password it holds (if any)."""
+
+    def __init__(self, dsn: str, password: str | None) -> None:
+        self.dsn = dsn
+        self.password = password
+
+
+def _split(url: str) -> tuple[str, str, str] | None:
+    """``(scheme, userinfo, rest)`` of a URL with credentials, else None.
+
+    The userinfo ends at the last ``@`` before the query string, so an unencoded
+    ``@`` (or ``/``, ``:``) in the password stays in the password.
+    """
+    if "://" not in url:
+        return None
+    scheme, tail = url.split("://", 1)
+    query = _QUERY.search(tail)
+    head = tail if query is None else tail[: query.start()]
+    at = head.rfind("@")
+    if at < 0:
+        return None
+    return scheme, tail[:at], tail[at + 1 :]
+
+
+def parse_postgres_url(url: str) -> PostgresUrl:
+    """``postgresql://…`` with its user and password percent-encoded for libpq."""
+    parts = _split(url)
+    if parts is None:
+        return PostgresUrl("postgresql://" + url.split("://", 1)[-1], None)
+    _, userinfo, rest = parts
+    user, has_password, password = userinfo.partition(":")
+    # Decode first: a password already encoded (p%40ss) stays the same password.
+    credentials = quote(unquote(user), safe="")
+    secret = unquote(password) if has_password else None
+    if secret is not None:
+        credentials += ":" + quote(secret, safe="")
+    return PostgresUrl(f"postgresql://{credentials}@{rest}", secret)
+
+
+def scrub(message: str, secrets: tuple[str, ...]) -> str:
+    """``message`` with every secret (and its percent-encoded form) replaced by ``***``."""
+    for secret in secrets:
+        for form in {secret, quote(secret, safe="")}:
+            if form:
+                message = message.replace(form, _HIDDEN)
+    return message

@@ -149,7 +149,7 @@ END
 $fn$;
 
 -- A keyed call's result, refused (SQLSTATE AS002, the statement aborts) when it is too
--- large to record: store/receipts.py's MAX_RESULT_BYTES, bound by the statement.
+-- large to record: store/contract.py's MAX_RESULT_BYTES, bound by the statement.
 CREATE OR REPLACE FUNCTION atomic_store_receipt_v1(result jsonb, max_bytes bigint)
 RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$

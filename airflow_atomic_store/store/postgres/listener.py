@@ -2,9 +2,9 @@
 
 A process that waits holds two asynchronous connections per store, whatever the
 number of waiters: :class:`PostgresListener` (``LISTEN``, driven by the shared
-:class:`~airflow_atomic_store.store.notifier.Notifier`) and :class:`PostgresReader`
+:class:`~airflow_atomic_store.store.notify.Notifier`) and :class:`PostgresReader`
 (the waiters' shared counts and row reads, ``triggers/hub.py``). The backend
-hands them out (``PostgresBackend.listener``/``reader``) so that the code that
+hands them out (``PostgresDriver.listener``/``reader``) so that the code that
 waits knows nothing of psycopg.
 """
 
@@ -18,11 +18,11 @@ import psycopg
 from psycopg import sql
 
 from airflow_atomic_store.exceptions import AtomicStoreError, StoreUnavailableError
-from airflow_atomic_store.store.postgres.errors import translate
-from airflow_atomic_store.store.requests import Backlog, Selection
+from airflow_atomic_store.store.contract import Backlog, Selection
+from airflow_atomic_store.store.postgres.connection import translate
 
 if TYPE_CHECKING:
-    from airflow_atomic_store.store.postgres.backend import PostgresBackend
+    from airflow_atomic_store.store.postgres.driver import PostgresDriver
 
 
 #: Seconds a connection attempt may take unless the connection says otherwise: an
@@ -123,7 +123,7 @@ class PostgresReader:
     are: each looks its table up by name.
     """
 
-    def __init__(self, connect_args: dict[str, Any], backend: PostgresBackend) -> None:
+    def __init__(self, connect_args: dict[str, Any], backend: PostgresDriver) -> None:
         self._connect_args = {"connect_timeout": CONNECT_TIMEOUT, **connect_args}
         self._secrets = _secrets(connect_args)
         self._backend = backend

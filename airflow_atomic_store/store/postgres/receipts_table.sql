@@ -1,4 +1,4 @@
--- Idempotency receipts (store/receipts.py); the expiry index serves the purge.
+-- Idempotency receipts (store/contract.py's Receipt); the expiry index serves the purge.
 -- Keys and names are byte-ordered (COLLATE "C"), as in the rows table (rows_table.sql).
 -- Holes in braces: identifiers quoted by psycopg, filled by schema.schema_tables.
 CREATE TABLE IF NOT EXISTS {receipts} (

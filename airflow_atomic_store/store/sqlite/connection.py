@@ -7,6 +7,7 @@ already hold a store: no directory, journal mode or schema is made or changed.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import random
 import sqlite3
@@ -24,15 +25,23 @@ from airflow_atomic_store.exceptions import (
     StoreLocationError,
     StoreUnavailableError,
 )
+from airflow_atomic_store.spec.claim_sets import DEFAULT_SET, ClaimSet
+from airflow_atomic_store.spec.values import dumps
 from airflow_atomic_store.store import migrations
 from airflow_atomic_store.store.migrations import Migrated
-from airflow_atomic_store.store.named_queries import named_queries, named_sections
-from airflow_atomic_store.store.sqlite.where import register_functions
+from airflow_atomic_store.store.sql import WhereCompiler, named_queries, named_sections
+from airflow_atomic_store.store.sqlite.statements import SqliteWhere, register_functions
 
 DEFAULT_BUSY_TIMEOUT = 60.0
 #: The tables and indexes (package data), one statement per name, in creation order;
 #: ``{table}`` is the validated storage table.
 _SCHEMA = named_queries(__package__, "schema.sql")
+_WHERE = WhereCompiler(SqliteWhere())
+_RECORD_SET = (
+    "INSERT INTO {table}_claim_sets (name, spec, origin, created_at, used_at) "
+    "VALUES (:name, :spec, 'declared', :now, :now) "
+    "ON CONFLICT (name) DO UPDATE SET origin = 'declared', problem = NULL"
+)
 #: Reading and recording the schema version; the steps past version 1.
 _VERSION_QUERIES = named_queries(__package__, "schema_versions.sql")
 MIGRATIONS = migrations.load(__package__)
@@ -145,7 +154,8 @@ class SqliteConnection:
         present = {
             name
             for (name,) in connection.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?)", needed
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (:rows, :sets)",
+                {"rows": needed[0], "sets": needed[1]},
             )
         }
         if self._table not in present:
@@ -194,6 +204,8 @@ class SqliteConnection:
                     connection.execute(statement.format_map(self._holes))
             for statement in _SCHEMA.values():
                 connection.execute(statement.format(table=self._table))
+            if self._table not in present:  # a new rows table: the queue's pending set with it
+                self.create_set(connection, DEFAULT_SET.index_name(self._table), DEFAULT_SET)
             recorded = version is not None
             if version != latest:
                 for row in migrations.records(found, recorded, MIGRATIONS):
@@ -217,11 +229,12 @@ class SqliteConnection:
         }
 
     def _present(self, connection: sqlite3.Connection, names: set[str]) -> set[str]:
+        wanted = json.dumps(sorted(names))
         return {
             name
             for (name,) in connection.execute(
-                f"SELECT name FROM sqlite_master WHERE name IN ({', '.join('?' * len(names))})",
-                tuple(sorted(names)),
+                "SELECT name FROM sqlite_master WHERE name IN (SELECT value FROM json_each(:names))",
+                {"names": wanted},
             )
         }
 
@@ -277,6 +290,20 @@ class SqliteConnection:
                 if permanent_problem(self._path):  # waiting would not open it (60 s by default)
                     raise
                 time.sleep(random.uniform(0.005, 0.05))
+
+    def create_set(self, connection: sqlite3.Connection, name: str, claim_set: ClaimSet) -> None:
+        """List a claimable set as declared and create its partial index, in the caller's
+        write transaction: ``(table_name, order column, key)`` where its literal
+        predicate holds, the same literal SQL a claim the set covers contains."""
+        connection.execute(
+            _RECORD_SET.format(table=self._table),
+            {"name": name, "spec": dumps(claim_set.to_json()), "now": timestamps.now()},
+        )
+        predicate = _WHERE.literal_predicate(claim_set.conditions, claim_set.match, "value")
+        connection.execute(
+            f"CREATE INDEX IF NOT EXISTS {name} ON {self._table} "
+            f"(table_name, {claim_set.column}, key) WHERE {predicate}"
+        )
 
     @property
     def read_only(self) -> bool:

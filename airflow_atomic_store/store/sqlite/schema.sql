@@ -1,6 +1,6 @@
 -- A store's tables and indexes, one statement per name, created in this order
 -- (connection.py runs each). The hole in braces is the storage table, a validated
--- plain identifier (store.backend.check_storage_table).
+-- plain identifier (store.contract.check_storage_table).
 
 -- name: rows
 CREATE TABLE IF NOT EXISTS {table} (
