@@ -471,7 +471,7 @@ class AtomicStore:
         fires: once that row no longer matches, a claim has taken it, even if as
         many rows arrived meanwhile and the count did not move.
         """
-        selection = self.backlog_selection(
+        selection = self.watch_selection(
             table, where, match, at_most=at_most, order_by=order_by, direction=direction
         )
         try:
@@ -480,28 +480,6 @@ class AtomicStore:
             self._forget_sets()
             backlog = self._backend.count(_without_set(selection))
         return {"count": backlog.count, "first": backlog.first}
-
-    def backlog_selection(
-        self,
-        table: str,
-        where: Any = None,
-        match: str = "all",
-        *,
-        at_most: int = 1000,
-        order_by: str = "createdAt",
-        direction: str = "asc",
-    ) -> Selection:
-        """:meth:`backlog`'s parsed arguments and the claimable set that serves its filter.
-
-        A PostgreSQL trigger compiles it (``Notifications.count_query``) to count on
-        the connection it ``LISTEN``s on.
-        """
-        table = parse_table(table)
-        conditions, mode = parse_where(where), parse_match(match)
-        cap = parse_limit(at_most, QUERY_LIMIT, field="at_most")
-        ordering = parse_ordering(order_by, direction)
-        chosen = self._serving(conditions, mode, ordering.column)
-        return Selection(table, conditions, mode, ordering, cap, chosen)
 
     # -- waiting: what deferred waits ask of a store (issue 40; docs/waiting.md) ------
 
@@ -518,11 +496,15 @@ class AtomicStore:
         """The rows :meth:`backlog` counts, parsed, with the claimable set that serves them.
 
         A waiter's shared count compiles it once and runs it on the notifications'
-        reader (:meth:`notifications`); reading the sets' catalog is why it may block.
+        reader (:meth:`notifications`, ``Notifications.count_query``); reading the
+        sets' catalog is why it may block.
         """
-        return self.backlog_selection(
-            table, where, match, at_most=at_most, order_by=order_by, direction=direction
-        )
+        table = parse_table(table)
+        conditions, mode = parse_where(where), parse_match(match)
+        cap = parse_limit(at_most, QUERY_LIMIT, field="at_most")
+        ordering = parse_ordering(order_by, direction)
+        chosen = self._serving(conditions, mode, ordering.column)
+        return Selection(table, conditions, mode, ordering, cap, chosen)
 
     def get_many(self, table: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The values of those of ``keys`` that exist in ``table``, read in one statement.
