@@ -96,7 +96,7 @@ def report(runs: dict[str, list[dict[str, float]]]) -> str:
         median_before, median_after = statistics.median(before), statistics.median(after)
         ratio = median_after / median_before if median_before else float("nan")
         rounds = " ".join(f"{a / b:.2f}" for a, b in zip(after, before, strict=True) if b)
-        kind = " (baseline)" if set(re.split(r"[/\[\],=]", name)) & set(BASELINES) else ""
+        kind = " (baseline)" if set(re.split(r"[/\[\],=-]", name)) & set(BASELINES) else ""
         lines.append(
             f"| {name}{kind} | {median_before:,.0f} | {median_after:,.0f} | "
             f"{ratio:.2f}x | {rounds} |"
