@@ -137,25 +137,30 @@ class StoreDeleteWorker(_StoreWorker):
         return [row["key"] for row in result["claimed"]]
 
 
-class ShapedArchiveWorker(PgmqShaped):
-    """pgmq-shaped ``send`` → ``read`` → ``archive``."""
+class _SendReadArchive:
+    """``send`` → ``read`` → ``archive`` over a queue class that has those three calls:
+    the pgmq-shaped SQL and pgmq's own functions run the same lifecycle."""
 
     def __init__(self, url: str, batch: int) -> None:
-        super().__init__(url)
+        super().__init__(url)  # type: ignore[call-arg]
         self.batch = batch
 
     def enqueue(self, count: int) -> None:
         for _ in range(count):
-            self.send({"n": 1})
+            self.send({"n": 1})  # type: ignore[attr-defined]
 
     def finish(self, ids: list[int]) -> None:
-        self.archive(ids)
+        self.archive(ids)  # type: ignore[attr-defined]
 
     def consume(self) -> list[str]:
-        ids = self.read(self.batch)
+        ids = self.read(self.batch)  # type: ignore[attr-defined]
         if ids:
             self.finish(ids)
         return [str(msg_id) for msg_id in ids]
+
+
+class ShapedArchiveWorker(_SendReadArchive, PgmqShaped):
+    """pgmq-shaped ``send`` → ``read`` → ``archive``."""
 
 
 class ShapedDeleteWorker(ShapedArchiveWorker):
@@ -165,25 +170,8 @@ class ShapedDeleteWorker(ShapedArchiveWorker):
         self.delete(ids)
 
 
-class PgmqArchiveWorker(pgmq_real.Pgmq):
+class PgmqArchiveWorker(_SendReadArchive, pgmq_real.Pgmq):
     """pgmq's ``send`` → ``read`` → ``archive``."""
-
-    def __init__(self, url: str, batch: int) -> None:
-        super().__init__(url)
-        self.batch = batch
-
-    def enqueue(self, count: int) -> None:
-        for _ in range(count):
-            self.send({"n": 1})
-
-    def finish(self, ids: list[int]) -> None:
-        self.archive(ids)
-
-    def consume(self) -> list[str]:
-        ids = self.read(self.batch)
-        if ids:
-            self.finish(ids)
-        return [str(msg_id) for msg_id in ids]
 
 
 class PgmqDeleteWorker(PgmqArchiveWorker):
