@@ -26,7 +26,7 @@ rest" from "drained" — so one loop (:func:`cycle`) times them all alike:
 from __future__ import annotations
 
 import os
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
 
@@ -141,19 +141,25 @@ class _SendReadArchive:
     """``send`` → ``read`` → ``archive`` over a queue class that has those three calls:
     the pgmq-shaped SQL and pgmq's own functions run the same lifecycle."""
 
+    if TYPE_CHECKING:  # what the queue class beside it in the bases provides
+
+        def send(self, message: dict[str, Any]) -> int: ...
+        def read(self, batch: int) -> list[int]: ...
+        def archive(self, ids: list[int]) -> list[int]: ...
+
     def __init__(self, url: str, batch: int) -> None:
         super().__init__(url)  # type: ignore[call-arg]
         self.batch = batch
 
     def enqueue(self, count: int) -> None:
         for _ in range(count):
-            self.send({"n": 1})  # type: ignore[attr-defined]
+            self.send({"n": 1})
 
     def finish(self, ids: list[int]) -> None:
-        self.archive(ids)  # type: ignore[attr-defined]
+        self.archive(ids)
 
     def consume(self) -> list[str]:
-        ids = self.read(self.batch)  # type: ignore[attr-defined]
+        ids = self.read(self.batch)
         if ids:
             self.finish(ids)
         return [str(msg_id) for msg_id in ids]
